@@ -1,0 +1,61 @@
+# memoir: `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+RUN_DIR ?= .memoir
+HOST ?= 127.0.0.1
+PORT ?= 8765
+
+.DEFAULT_GOAL := help
+.PHONY: help install run serve test test-fast check format lint typecheck imports bench bench-quick clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,mysql]'
+	@touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install memoir with its dev tools
+
+run: install ## Create a store in .memoir/, load sample_rules/, serve MCP over streamable HTTP
+	$(BIN)/memoir init $(RUN_DIR)
+	$(BIN)/memoir --db sqlite:///$(CURDIR)/$(RUN_DIR)/memoir.db rules upsert sample_rules
+	$(BIN)/memoir --db sqlite:///$(CURDIR)/$(RUN_DIR)/memoir.db serve --transport http --host $(HOST) --port $(PORT) --print-config
+
+serve: run ## Alias of run
+
+test: install ## Run the test suite
+	$(BIN)/pytest
+
+test-fast: install ## Tests without the slow, PostgreSQL and MySQL ones
+	$(BIN)/pytest -m "not slow and not postgres and not mysql"
+
+format: install ## Format the code
+	$(BIN)/ruff format server memory_core rules_parser tests bench
+	$(BIN)/ruff check --fix server memory_core rules_parser tests bench
+
+lint: install ## Format check and lint
+	$(BIN)/ruff format --check server memory_core rules_parser tests bench
+	$(BIN)/ruff check server memory_core rules_parser tests bench
+
+typecheck: install ## Type check the three packages
+	$(BIN)/mypy
+
+imports: install ## Check the import-layer contract (server -> memory_core -> rules_parser)
+	$(BIN)/lint-imports
+
+check: lint typecheck imports test ## Everything CI should be happy with
+
+bench: install ## Run every benchmark (prints ratios and absolutes)
+	@for b in bench/bench_*.py; do echo "=== $$b"; $(BIN)/python $$b || exit 1; done
+
+bench-quick: install ## Every benchmark in its quick mode
+	@for b in bench/bench_*.py; do echo "=== $$b"; $(BIN)/python $$b --quick || exit 1; done
+
+clean: ## Remove the virtualenv, caches and the local store
+	rm -rf $(VENV) $(RUN_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis build *.egg-info

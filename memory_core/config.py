@@ -1,0 +1,245 @@
+"""One typed settings object, built once at an entry point and passed down.
+
+Precedence, highest first: explicit arguments > environment (``MEMOIR_…``) > ``memoir.toml`` >
+defaults. Nested sections use a double underscore in the environment
+(``MEMOIR_SEARCH__RRF_K=30``); the few top-level keys are plain (``MEMOIR_DATABASE_URL``).
+
+Nothing else in memoir reads ``os.environ``: modules receive a :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memory_core.errors import ConfigError
+
+__all__ = [
+    "CONFIG_FILENAME",
+    "DEFAULT_DB_FILENAME",
+    "ENV_PREFIX",
+    "DocumentSettings",
+    "EmbeddingSettings",
+    "HierarchySettings",
+    "LLMSettings",
+    "LoggingSettings",
+    "RulesSettings",
+    "SearchSettings",
+    "ServerSettings",
+    "Settings",
+    "StorageSettings",
+    "find_config_file",
+    "load_settings",
+]
+
+ENV_PREFIX = "MEMOIR_"
+CONFIG_FILENAME = "memoir.toml"
+DEFAULT_DB_FILENAME = "memoir.db"
+
+
+class _Section(BaseModel):
+    # Unknown keys are an error: a typo in memoir.toml must not be silently ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StorageSettings(_Section):
+    busy_timeout_ms: int = Field(5000, ge=0, description="How long a writer waits for the lock.")
+    write_retries: int = Field(5, ge=0, description="Retries of a write that found the DB locked.")
+
+
+class EmbeddingSettings(_Section):
+    model: str = Field(
+        "local", description="'local', 'hash[:dim]' or a pydantic-ai provider:model."
+    )
+    dimension: int | None = Field(None, ge=1, description="Needed only for provider models.")
+    batch_size: int = Field(32, ge=1)
+
+
+class LoggingSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "warning"
+    format: Literal["console", "json"] = "console"
+
+
+class DocumentSettings(_Section):
+    chunk_tokens: int = Field(200, ge=16)
+    overlap_tokens: int = Field(32, ge=0)
+    max_file_bytes: int = Field(50 * 1024 * 1024, ge=1)
+
+
+class SearchSettings(_Section):
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = Field(60, ge=1)
+    bm25_weight: float = Field(0.5, ge=0)
+    vector_weight: float = Field(0.5, ge=0)
+    max_limit: int = Field(50, ge=1, le=10_000)
+    default_k: int = Field(10, ge=1, le=10_000)
+
+
+class RulesSettings(_Section):
+    token_budget: int = Field(900, ge=1)
+    must_safety_cap: int = Field(2000, ge=1)
+    max_items: int = Field(20, ge=1)
+    allowed_roots: tuple[str, ...] = ()
+    weights: dict[str, float] = Field(default_factory=dict)
+    modes: dict[str, dict[str, float]] = Field(default_factory=dict)
+    extra_topics: dict[str, list[str]] = Field(default_factory=dict)
+    extra_technologies: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class HierarchySettings(_Section):
+    depth: int = Field(3, ge=1, le=100)
+    max_categories: int = Field(128, ge=1)
+    strategy: Literal["one_shot", "wide_branch", "zoom_in", "branch_out"] = "one_shot"
+    min_chunk_chars: int = Field(1000, ge=1)
+    max_chunk_chars: int = Field(2000, ge=1)
+    max_token_budget: int = Field(4000, ge=1)
+    allow_exceed_max_token_budget_and_summarize: bool = False
+
+
+class LLMSettings(_Section):
+    # 'offline' is the built-in deterministic model; any pydantic-ai 'provider:model' string works.
+    model: str = "offline"
+    use_mcp_sampling: bool = True
+    temperature: float = Field(0.0, ge=0, le=2)
+    timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(3, ge=0, le=10)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65535)
+    transport: Literal["stdio", "sse", "http"] = "stdio"
+    workspace: str | None = None
+    rate_limit_per_minute: int = Field(600, ge=0)
+    call_timeout_s: float = Field(30.0, gt=0)
+    extra_tools: bool = False
+
+
+class Settings(BaseModel):
+    """Every setting memoir has. Build it with :func:`load_settings`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    database_url: str | None = None
+    tokenizer: str = "tiktoken:o200k_base"
+    config_file: str | None = Field(None, description="The memoir.toml these came from, if any.")
+
+    storage: StorageSettings = StorageSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    logging: LoggingSettings = LoggingSettings()
+    documents: DocumentSettings = DocumentSettings()
+    search: SearchSettings = SearchSettings()
+    rules: RulesSettings = RulesSettings()
+    hierarchy: HierarchySettings = HierarchySettings()
+    llm: LLMSettings = LLMSettings()
+    server: ServerSettings = ServerSettings()
+
+
+_SECTIONS = {
+    name
+    for name, field in Settings.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, _Section)
+}
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest ``memoir.toml`` from ``start`` upward, or None."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_FILENAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid TOML: {exc}",
+            hint=f"fix the syntax in {path}, or delete it and run `memoir init` again",
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
+        ) from exc
+    # A relative sqlite path in memoir.toml is relative to the file, not to the caller's cwd.
+    url = data.get("database_url")
+    if isinstance(url, str) and url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        relative = url.removeprefix("sqlite:///")
+        data["database_url"] = "sqlite:///" + str((path.parent / relative).resolve())
+    return data
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX) or not value:
+            continue
+        name = key.removeprefix(ENV_PREFIX).lower()
+        if "__" in name:
+            section, field = name.split("__", 1)
+            if section in _SECTIONS:
+                overrides.setdefault(section, {})[field] = value
+        elif name in Settings.model_fields and name not in _SECTIONS:
+            overrides[name] = value
+    return overrides
+
+
+def _deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        elif value is not None:
+            merged[key] = value
+    return merged
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+) -> Settings:
+    """Build the settings: explicit ``overrides`` > environment > ``memoir.toml`` > defaults.
+
+    Args:
+        overrides: explicit values (e.g. from CLI flags), nested by section.
+        cwd: where to start looking for ``memoir.toml`` (default: the working directory).
+        environ: the environment to read (default: ``os.environ``).
+        config_file: use this file instead of searching for one.
+
+    Raises:
+        ConfigError: a value is invalid or the config file is malformed; names the key.
+    """
+    environ = os.environ if environ is None else environ
+    path = config_file or (Path(environ["MEMOIR_CONFIG"]) if environ.get("MEMOIR_CONFIG") else None)
+    if path is None:
+        path = find_config_file(cwd or Path.cwd())
+    data: dict[str, Any] = _read_toml(path) if path else {}
+    if path:
+        data["config_file"] = str(path)
+    data = _deep_merge(data, _env_overrides(environ))
+    data = _deep_merge(data, overrides or {})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        source = f" (from {path})" if path else ""
+        raise ConfigError(
+            f"invalid setting {where!r}{source}: {first['msg']} (got {first.get('input')!r})",
+            hint=f"fix {where} in memoir.toml or the environment variable "
+            f"{ENV_PREFIX}{where.upper().replace('.', '__')}",
+            details={"errors": [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]},
+        ) from exc

@@ -1,0 +1,197 @@
+"""memoir's one exception tree.
+
+Every error names what went wrong, the value involved, and what to do next (the ``hint``).
+Adapters translate these at the edge: the CLI into an exit code and a JSON ``error`` object,
+the MCP server into a tool error the model can read, the REST API into an HTTP status.
+
+    MemoirError
+    ├── ConfigError                 a setting has a bad value or a config file is malformed
+    ├── InvalidInputError           a caller passed something unusable (empty query, bad path…)
+    │   ├── PathNotAllowedError     a path escapes the allowed roots (traversal, symlink)
+    │   └── QuerySyntaxError        RQL / FEL text that does not parse (carries line and column)
+    ├── NotFoundError               an id, path or name that is not in the store
+    ├── EmptyKnowledgeGraphError    rules were queried before any were ingested
+    ├── StorageError                the database could not do what was asked
+    │   ├── DatabaseUnavailableError   cannot connect / open (names the URL, password hidden)
+    │   ├── DatabaseLockedError        another process holds the write lock for too long
+    │   ├── DatabaseCorruptError       the file fails integrity checks
+    │   ├── SchemaError                the schema is newer than this code, or a migration failed
+    │   └── ExtensionUnavailableError  sqlite-vec / FTS5 cannot be loaded
+    ├── EmbeddingError              the embedder failed or cannot be loaded
+    │   └── EmbedderMismatchError   the store was built with another embedder or dimension
+    ├── ModelError                  an LLM call failed after its retries and fallbacks
+    ├── BudgetError                 a token budget that cannot be honoured (e.g. negative)
+    └── RateLimitedError            too many calls; carries retry_after seconds
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BudgetError",
+    "ConfigError",
+    "DatabaseCorruptError",
+    "DatabaseLockedError",
+    "DatabaseUnavailableError",
+    "EmbedderMismatchError",
+    "EmbeddingError",
+    "EmptyKnowledgeGraphError",
+    "ExtensionUnavailableError",
+    "InvalidInputError",
+    "MemoirError",
+    "ModelError",
+    "NotFoundError",
+    "PathNotAllowedError",
+    "QuerySyntaxError",
+    "RateLimitedError",
+    "SchemaError",
+    "StorageError",
+]
+
+
+class MemoirError(Exception):
+    """Base of every error memoir raises on purpose.
+
+    Attributes:
+        message: what went wrong, naming the value involved.
+        hint: the next step for the user (a command to run, a setting to change).
+        details: optional machine-readable context (never document bodies or secrets).
+    """
+
+    code: str = "memoir_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details or {}
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} (hint: {self.hint})"
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """The Recall-spec ``error`` object: code, message, details, hint."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": self.details or None,
+            "hint": self.hint,
+        }
+
+
+class ConfigError(MemoirError):
+    code = "config_error"
+
+
+class InvalidInputError(MemoirError):
+    code = "invalid_input"
+
+
+class PathNotAllowedError(InvalidInputError):
+    code = "path_not_allowed"
+
+
+class QuerySyntaxError(InvalidInputError):
+    """A query or filter that does not parse; ``line`` and ``column`` are 1-based."""
+
+    code = "query_syntax"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        line: int,
+        column: int,
+        expected: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(
+            f"{message} at line {line}, column {column}"
+            + (f"; expected {expected}" if expected else ""),
+            hint=hint,
+            details={"line": line, "column": column, "expected": expected},
+        )
+        self.line = line
+        self.column = column
+        self.expected = expected
+
+
+class NotFoundError(MemoirError):
+    code = "not_found"
+
+
+class EmptyKnowledgeGraphError(MemoirError):
+    code = "empty_knowledge_graph"
+
+    # The exact wording is required by the rules spec (Requirement 11.1).
+    SPEC_MESSAGE = (
+        "Knowledge graph is empty. Please ingest rule documents using memory.rules.upsert_markdown."
+    )
+
+    def __init__(self, *, hint: str | None = None) -> None:
+        super().__init__(
+            self.SPEC_MESSAGE,
+            hint=hint
+            or "run `memoir rules upsert <path>` or call the upsert_markdown tool with your rule files",
+        )
+
+
+class StorageError(MemoirError):
+    code = "storage_error"
+
+
+class DatabaseUnavailableError(StorageError):
+    code = "database_unavailable"
+
+
+class DatabaseLockedError(StorageError):
+    code = "database_locked"
+
+
+class DatabaseCorruptError(StorageError):
+    code = "database_corrupt"
+
+
+class SchemaError(StorageError):
+    code = "schema_error"
+
+
+class ExtensionUnavailableError(StorageError):
+    code = "extension_unavailable"
+
+
+class EmbeddingError(MemoirError):
+    code = "embedding_error"
+
+
+class EmbedderMismatchError(EmbeddingError):
+    code = "embedder_mismatch"
+
+
+class ModelError(MemoirError):
+    code = "model_error"
+
+
+class BudgetError(MemoirError):
+    code = "budget_error"
+
+
+class RateLimitedError(MemoirError):
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float, hint: str | None = None) -> None:
+        super().__init__(
+            message,
+            hint=hint or f"retry after {retry_after:.1f} s",
+            details={"retry_after": retry_after},
+        )
+        self.retry_after = retry_after

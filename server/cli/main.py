@@ -1,0 +1,301 @@
+"""``memoir``: the command group, global options and the foundation commands.
+
+Feature commands live in sibling modules (``documents``, ``rules``, ``hierarchy``, ``serve``),
+each exposing ``register(cli)``. Settings are built once here and passed down through the click
+context; nothing below reads the environment.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import click
+
+from memory_core.config import CONFIG_FILENAME, DEFAULT_DB_FILENAME, Settings, load_settings
+from memory_core.errors import MemoirError
+from server.cli.output import emit_json, envelope, fail, print_table
+from server.logging_setup import configure_logging
+
+__all__ = ["CliState", "cli", "main", "open_and_run", "pass_state"]
+
+T = TypeVar("T")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memoir-mcp")
+    except PackageNotFoundError:  # running from a source tree without an install
+        return "0.1.0+source"
+
+
+@dataclass
+class CliState:
+    """What every command receives: the settings and the store URL the user chose."""
+
+    settings: Settings
+    db: str | None
+
+    def run(self, fn: Callable[[Any], Awaitable[T]], *, as_json: bool, **open_kwargs: Any) -> T:
+        """Open the store, run ``fn(memoir)``, close it; errors become an exit at the edge."""
+        return open_and_run(self, fn, as_json=as_json, **open_kwargs)
+
+
+pass_state = click.make_pass_decorator(CliState)
+
+
+def open_and_run(
+    state: CliState, fn: Callable[[Any], Awaitable[T]], *, as_json: bool, **open_kwargs: Any
+) -> T:
+    from memory_core.service import Memoir
+
+    async def body() -> T:
+        memoir = await Memoir.open(state.db, settings=state.settings, **open_kwargs)
+        try:
+            return await fn(memoir)
+        finally:
+            await memoir.close()
+
+    try:
+        return anyio.run(body)
+    except MemoirError as error:
+        fail(error, as_json=as_json)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", "-V", prog_name="memoir")
+@click.option(
+    "--db", "db", metavar="URL", help="Store URL (sqlite:///path, postgresql://…, mysql://…)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Use this memoir.toml.",
+)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None)
+@click.option("--log-format", type=click.Choice(["console", "json"]), default=None)
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    db: str | None,
+    config_file: Path | None,
+    log_level: str | None,
+    log_format: str | None,
+) -> None:
+    """memoir: memory for coding agents (rules, knowledge, memories) over MCP, CLI and Python."""
+    overrides: dict[str, Any] = {"logging": {}}
+    if log_level:
+        overrides["logging"]["level"] = log_level
+    if log_format:
+        overrides["logging"]["format"] = log_format
+    try:
+        settings = load_settings(overrides, config_file=config_file)
+    except MemoirError as error:
+        fail(error, as_json="--json" in sys.argv)
+    configure_logging(settings.logging.level, settings.logging.format)
+    ctx.obj = CliState(settings=settings, db=db)
+
+
+_TOML_TEMPLATE = """\
+# memoir configuration. Precedence: command-line flags > MEMOIR_* environment > this file > defaults.
+# Nested keys map to environment variables with a double underscore, e.g. MEMOIR_SEARCH__RRF_K=30.
+
+# Where the store lives. Relative sqlite paths are relative to this file.
+database_url = "sqlite:///{db_name}"
+
+# Token counting: "tiktoken:o200k_base" (exact, offline), "tiktoken:cl100k_base" or "chars4".
+# tokenizer = "tiktoken:o200k_base"
+
+[embedding]
+# "local" (all-MiniLM-L6-v2 via ONNX, offline, 384 dims), "hash:384" (deterministic, for tests),
+# or any pydantic-ai provider string such as "openai:text-embedding-3-small" (set dimension too).
+# Changing it on an existing store requires `memoir reembed`.
+# model = "local"
+# dimension = 384
+
+[storage]
+# busy_timeout_ms = 5000
+# write_retries = 5
+
+[logging]
+# level = "warning"     # debug | info | warning | error
+# format = "console"    # console | json (always to stderr)
+
+[documents]
+# chunk_tokens = 200
+# overlap_tokens = 32
+
+[search]
+# fusion = "rrf"        # rrf | weighted
+# rrf_k = 60
+# bm25_weight = 0.5
+# vector_weight = 0.5
+# max_limit = 50
+
+[rules]
+# token_budget = 900
+# max_items = 20
+
+[hierarchy]
+# depth = 3
+# max_categories = 128
+# strategy = "one_shot"   # one_shot | wide_branch | zoom_in | branch_out
+
+[llm]
+# model = "offline"       # or "openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "ollama:llama3.2"
+# use_mcp_sampling = true
+
+[server]
+# transport = "stdio"     # stdio | sse | http
+# host = "127.0.0.1"
+# port = 8765
+"""
+
+
+@cli.command()
+@click.argument("path", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_state
+def init(state: CliState, path: Path, as_json: bool) -> None:
+    """Create a store (memoir.db, mode 0600) and a commented memoir.toml in PATH."""
+    path = path.expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    config = path / CONFIG_FILENAME
+    wrote_config = False
+    if not config.exists():
+        config.write_text(_TOML_TEMPLATE.format(db_name=DEFAULT_DB_FILENAME), encoding="utf-8")
+        wrote_config = True
+    db_url = state.db or f"sqlite:///{path / DEFAULT_DB_FILENAME}"
+    settings = load_settings(config_file=config)
+    state = CliState(settings=settings, db=db_url)
+
+    async def create(memoir: Any) -> dict[str, Any]:
+        return await memoir.stats()
+
+    stats = state.run(create, as_json=as_json)
+    if as_json:
+        emit_json(envelope(store=stats, config_file=str(config), created_config=wrote_config))
+        return
+    click.echo(f"store:  {stats['url']}")
+    click.echo(f"config: {config}{'' if wrote_config else ' (kept the existing file)'}")
+
+
+def _print_stats(stats: dict[str, Any]) -> None:
+    embedder = stats["embedder"]
+    click.echo(f"store        {stats['url']}")
+    size = stats["file_bytes"]
+    click.echo(
+        f"file size    {size if size is not None else '-'} bytes (WAL {stats['wal_bytes'] or 0})"
+    )
+    click.echo(f"journal      {stats['journal_mode']}")
+    click.echo(
+        f"embedder     {embedder['id']} ({embedder['dimension']} dims), {stats['vectors']} vectors"
+    )
+    click.echo(
+        f"sqlite       {stats['sqlite_version']}, sqlite-vec {stats['sqlite_vec_version']}, "
+        f"FTS5 {'yes' if stats['fts5'] else 'no'}, extensions via {stats['extension_loading']}"
+    )
+    click.echo(f"migrations   {', '.join(stats['schema_migrations'])}")
+    print_table(["table", "rows"], sorted(stats["counts"].items()))
+    if stats["items_by_kind"]:
+        print_table(["item kind", "items"], sorted(stats["items_by_kind"].items()))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_state
+def stats(state: CliState, as_json: bool) -> None:
+    """Counts, file size, embedder, SQLite / sqlite-vec versions of the store."""
+    started = time.perf_counter()
+
+    async def collect(memoir: Any) -> dict[str, Any]:
+        return await memoir.stats()
+
+    result = state.run(collect, as_json=as_json, create=False, check_embedder=False)
+    if as_json:
+        took = round((time.perf_counter() - started) * 1000, 2)
+        emit_json(envelope(store=result, stats={"took_ms": took}))
+    else:
+        _print_stats(result)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_state
+def doctor(state: CliState, as_json: bool) -> None:
+    """Check integrity, index consistency, the embedder and file permissions; suggest fixes."""
+    from memory_core.service import diagnose, resolve_database_url
+
+    try:
+        url = resolve_database_url(state.settings, state.db)
+        report = anyio.run(lambda: diagnose(url, state.settings))
+    except MemoirError as error:
+        fail(error, as_json=as_json)
+    if as_json:
+        emit_json(envelope(report.ok, store=url, **report.as_dict()))
+    else:
+        marks = {"ok": "ok", "warning": "WARN", "error": "FAIL"}
+        for finding in report.findings:
+            click.echo(f"[{marks[finding.status]:>4}] {finding.check}: {finding.message}")
+            if finding.fix and finding.status != "ok":
+                click.echo(f"       fix: {finding.fix}")
+        click.echo("healthy" if report.ok else "problems found")
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_state
+def reembed(state: CliState, as_json: bool) -> None:
+    """Re-embed every item with the configured embedder and rebuild the search indexes."""
+    started = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        if not as_json and sys.stderr.isatty():
+            click.echo(f"\rre-embedding {done}/{total}", err=True, nl=done >= total)
+
+    async def run(memoir: Any) -> int:
+        return int(await memoir.reembed(progress=progress))
+
+    count = state.run(run, as_json=as_json, check_embedder=False)
+    took = round((time.perf_counter() - started) * 1000, 1)
+    model = state.settings.embedding.model
+    if as_json:
+        emit_json(envelope(reembedded=count, embedder=model, stats={"took_ms": took}))
+    else:
+        click.echo(f"re-embedded {count} items with {model} in {took} ms")
+
+
+def _register_features() -> None:
+    # Each feature module owns its commands; a missing optional module must not break the CLI.
+    import importlib
+
+    for name in ("documents", "rules", "hierarchy", "serve"):
+        try:
+            module = importlib.import_module(f"server.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"server.cli.{name}":
+                continue
+            raise
+        module.register(cli)
+
+
+_register_features()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="memoir")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
