@@ -1,0 +1,348 @@
+"""Parse the rule files coding tools already use into directives.
+
+``AGENTS.md``, ``CLAUDE.md``, Cursor ``.mdc``, ``.clinerules``, Roo rules, Copilot
+instructions and plain markdown have no fixed structure. Here a directive is a list item
+(its child items and code blocks belong to it) or a short standalone rule paragraph (one that
+carries a severity cue or starts with an imperative verb). The heading breadcrumb is its
+section; severity, topics and layer are inferred from the wording and the headings. A list
+item that ends with ``:`` and has children is a label: its children are the directives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rules_parser.blocks import Block, BlockQuote, Fence, ListBlock, ListItem, Paragraph
+from rules_parser.directive_body import label_kind
+from rules_parser.formats import roo_mode, rule_name_from_path, slugify
+from rules_parser.frontmatter import FrontMatter
+from rules_parser.inference import infer_layer, infer_severity, infer_topics, split_severity_marker
+from rules_parser.issues import IssueSink
+from rules_parser.metadata import MetaValue
+from rules_parser.models import CodeExample, Directive, Format, RuleDocument
+from rules_parser.structure import (
+    DocContext,
+    clean_inline,
+    directive_key,
+    fence_example,
+    item_statement,
+    iter_fences,
+    metadata_key,
+    render_blocks,
+    sections_of,
+)
+from rules_parser.template import normalize_layer
+
+__all__ = ["IMPERATIVE_VERBS", "is_rule_paragraph", "parse_foreign"]
+
+# First words that make a short paragraph read as an instruction.
+IMPERATIVE_VERBS = frozenset(
+    [
+        "add",
+        "adopt",
+        "allow",
+        "apply",
+        "ask",
+        "avoid",
+        "build",
+        "call",
+        "check",
+        "choose",
+        "commit",
+        "configure",
+        "create",
+        "declare",
+        "default",
+        "define",
+        "delete",
+        "document",
+        "do",
+        "don't",
+        "dont",
+        "ensure",
+        "enable",
+        "escape",
+        "export",
+        "favor",
+        "favour",
+        "follow",
+        "format",
+        "handle",
+        "include",
+        "keep",
+        "limit",
+        "lint",
+        "log",
+        "make",
+        "mark",
+        "minimize",
+        "mock",
+        "move",
+        "name",
+        "never",
+        "always",
+        "only",
+        "pin",
+        "place",
+        "prefer",
+        "prevent",
+        "put",
+        "raise",
+        "read",
+        "record",
+        "reject",
+        "remove",
+        "rename",
+        "replace",
+        "require",
+        "reset",
+        "restrict",
+        "return",
+        "reuse",
+        "review",
+        "run",
+        "sanitize",
+        "sanitise",
+        "separate",
+        "set",
+        "split",
+        "store",
+        "test",
+        "treat",
+        "update",
+        "upgrade",
+        "use",
+        "validate",
+        "verify",
+        "wrap",
+        "write",
+    ]
+)
+_CODE_SPAN_RE = re.compile(r"`[^`]*`")
+_ALWAYS_APPLY_FORMATS: frozenset[Format] = frozenset(
+    {"agents_md", "claude_md", "clinerules", "roo_rules", "copilot_instructions", "plain_markdown"}
+)
+
+
+def _is_trivial(text: str) -> bool:
+    without_code = _CODE_SPAN_RE.sub(" ", text)
+    words = [w for w in without_code.split() if any(c.isalpha() for c in w)]
+    if not any(c.isalpha() for c in text):
+        return True
+    return len(words) < 2 and without_code == text
+
+
+def is_rule_paragraph(text: str) -> bool:
+    """True for a short paragraph that reads as a rule (cue word or imperative start).
+
+    Args:
+        text: a paragraph's inline text.
+
+    Returns:
+        Whether the paragraph should become a directive.
+    """
+    flat = clean_inline(text)
+    if len(flat) > 400 or flat.endswith(":") or _is_trivial(flat):
+        return False
+    if flat.count(". ") > 3:  # long explanatory prose, not a rule
+        return False
+    marker, rest = split_severity_marker(flat)
+    if marker is not None:
+        return True
+    first = re.sub(r"^[*_`\s]+", "", rest).split(" ", 1)[0].lower().strip("*_:,.")
+    if first.replace("\u2019", "'") in IMPERATIVE_VERBS:
+        return True
+    # Only strong cues count for prose: "may"/"can" appear in plain descriptions too.
+    severity, source = infer_severity(flat)
+    return source == "inferred" and severity != "MAY"
+
+
+class _Collector:
+    def __init__(self, ctx: DocContext, key_offset: int) -> None:
+        self.ctx = ctx
+        self.key_offset = key_offset
+        self.directives: list[Directive] = []
+        self.patterns: list[CodeExample] = []
+        self.counters: dict[tuple[str, ...], int] = {}
+
+    def add(
+        self,
+        statement: str,
+        path: tuple[str, ...],
+        line_start: int,
+        line_end: int,
+        rest: tuple[Block, ...] = (),
+    ) -> None:
+        severity, source = infer_severity(statement)
+        _, text = split_severity_marker(statement)
+        detail = render_blocks(rest) or None
+        examples = [fence_example(f, anti=False) for f in iter_fences(rest)]
+        headings = " ".join(path[self.key_offset :])
+        topics = infer_topics(f"{headings}\n{text}\n{detail or ''}", limit=4)
+        layer = infer_layer(f"{headings}\n{text}")
+        key_path = path[self.key_offset :] if len(path) > self.key_offset else path
+        self.directives.append(
+            Directive(
+                directive_key=directive_key(key_path, self.counters),
+                text=text,
+                severity=severity,
+                severity_source=source,
+                section_path=path,
+                detail=detail,
+                examples=tuple(examples),
+                topics=topics,
+                layer=layer,
+                line_start=line_start,
+                line_end=line_end,
+            )
+        )
+        self.patterns.extend(examples)
+
+    def attach(self, fence: Fence, anti: bool) -> None:
+        example = fence_example(fence, anti=anti)
+        self.patterns.append(example)
+        last = self.directives[-1]
+        self.directives[-1] = last.model_copy(
+            update={
+                "examples": (*last.examples, example),
+                "line_end": max(last.line_end, fence.line_end),
+            }
+        )
+
+    def walk(self, blocks: Sequence[Block], path: tuple[str, ...]) -> None:
+        previous: Block | None = None
+        pending_label: str | None = None
+        for block in blocks:
+            if isinstance(block, ListBlock):
+                for item in block.items:
+                    self._item(item, path)
+            elif isinstance(block, Paragraph):
+                flat = clean_inline(block.text)
+                kind = label_kind(flat.rstrip(":")) if flat.endswith(":") else None
+                if kind in ("example", "anti"):
+                    pending_label = kind
+                    previous = block
+                    continue
+                if is_rule_paragraph(flat):
+                    self.add(flat, path, block.line_start, block.line_end)
+            elif isinstance(block, Fence):
+                near = (
+                    self.directives
+                    and previous is not None
+                    and (
+                        previous.line_end >= self.directives[-1].line_end
+                        and self.directives[-1].section_path == path
+                    )
+                )
+                if near:
+                    self.attach(block, anti=pending_label == "anti")
+                else:
+                    self.patterns.append(fence_example(block, anti=pending_label == "anti"))
+                pending_label = None
+            elif isinstance(block, BlockQuote):
+                self.walk(block.blocks, path)
+            previous = block
+
+    def _item(self, item: ListItem, path: tuple[str, ...]) -> None:
+        statement, rest = item_statement(item)
+        nested = [b for b in rest if isinstance(b, ListBlock)]
+        if statement.endswith(":") and nested:
+            label = statement.rstrip(":").strip("*_ ").strip()
+            self.walk(rest, (*path, label) if label else path)
+            return
+        if not statement or _is_trivial(statement):
+            self.walk(nested, path)
+            return
+        self.add(statement, path, item.line_start, item.line_end, rest)
+
+
+def _front_value(fm: FrontMatter | None, key: str) -> MetaValue | None:
+    if fm is None:
+        return None
+    for raw_key, value in fm.values.items():
+        if metadata_key(raw_key) == key:
+            return MetaValue(raw_key, value, fm.lines.get(raw_key, 1), None)
+    return None
+
+
+def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocument:
+    """Parse a tool's rule file (or plain markdown) into a document of inferred directives.
+
+    Args:
+        ctx: the document being parsed.
+        fmt: its format (any but ``template``).
+        issues: where problems are recorded.
+
+    Returns:
+        The document.
+    """
+    fm = ctx.front_matter
+    title_segment = next((s for s in ctx.segments if s.level == 1), None)
+    collector = _Collector(ctx, key_offset=1 if title_segment is not None else 0)
+    for segment in ctx.segments:
+        collector.walk(segment.blocks, segment.path)
+
+    description_value = _front_value(fm, "description")
+    description = description_value.as_text() or None if description_value else None
+    globs_value = _front_value(fm, "globs")
+    globs = tuple(g for g in (globs_value.as_list() if globs_value else []) if g)
+    always_value = _front_value(fm, "always_apply")
+    if always_value is not None and isinstance(always_value.value, bool):
+        always_apply = always_value.value
+    elif fmt == "cursor_mdc":
+        always_apply = False
+    else:
+        always_apply = fmt in _ALWAYS_APPLY_FORMATS and (not globs or globs == ("**",))
+
+    layer: str | None = None
+    layer_value = _front_value(fm, "layer")
+    if layer_value is not None and layer_value.as_text():
+        layer = normalize_layer(layer_value.as_text())
+        if layer is None:
+            issues.warning(
+                layer_value.line,
+                f"unknown layer '{layer_value.as_text()[:60]}' ignored",
+                field="Layer",
+            )
+    if layer is None:
+        hint = " ".join(
+            filter(None, [title_segment.title if title_segment else "", description or ""])
+        )
+        hint += " " + re.sub(r"[^\w]+", " ", " ".join(globs))
+        layer = infer_layer(hint) or "*"
+
+    topics_value = _front_value(fm, "topics")
+    if topics_value is not None and topics_value.as_list():
+        topics = tuple(dict.fromkeys(topics_value.as_list()))
+    else:
+        counts: dict[str, int] = {}
+        for directive in collector.directives:
+            for topic in directive.topics:
+                counts[topic] = counts.get(topic, 0) + 1
+        topics = tuple(t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:6])
+
+    title = title_segment.title if title_segment else None
+    name_value = _front_value(fm, "rule_name")
+    rule_name = (slugify(name_value.as_text()) if name_value else "") or rule_name_from_path(
+        ctx.path
+    )
+    return RuleDocument(
+        path=ctx.path,
+        format=fmt,
+        title=title,
+        rule_name=rule_name or slugify(title or "") or fmt.replace("_", "-"),
+        layer=layer,
+        topics=topics,
+        default_severity="SHOULD",
+        when_to_apply=(description,) if description and not always_apply else (),
+        related_rules=(),
+        globs=globs,
+        always_apply=always_apply,
+        description=description,
+        mode=roo_mode(ctx.path) if fmt == "roo_rules" else None,
+        directives=tuple(collector.directives),
+        sections=sections_of(ctx.segments),
+        patterns=tuple(collector.patterns),
+        content_hash=ctx.content_hash,
+    )
