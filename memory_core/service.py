@@ -19,7 +19,7 @@ import numpy as np
 import structlog
 
 from memory_core.config import DEFAULT_DB_FILENAME, Settings, load_settings
-from memory_core.errors import EmbeddingError, MemoirError
+from memory_core.errors import ConfigError, EmbeddingError, MemoirError
 from memory_core.models import DoctorFinding, DoctorReport
 from memory_core.storage import Store, create_store, parse_database_url
 
@@ -67,7 +67,7 @@ class CoreContext:
     """Everything a feature service needs, passed explicitly (no module-level singletons)."""
 
     settings: Settings
-    store: Store
+    store: Any  # the SqliteStore; None when the URL is PostgreSQL / MySQL (hierarchy only)
     embedder: Embedder
     tokens: TokenCounter
     url: str
@@ -113,11 +113,17 @@ class Memoir:
 
         settings = settings or load_settings()
         resolved = resolve_database_url(settings, url)
-        store = create_store(parse_database_url(resolved), settings.storage)
+        parsed = parse_database_url(resolved)
         embedder = embedder or create_embedder(
             settings.embedding.model, dimension=settings.embedding.dimension
         )
         tokens = tokens or create_token_counter(settings.tokenizer)
+        if parsed.backend != "sqlite":
+            # PostgreSQL / MySQL serve the category hierarchy, which opens its own connection
+            # from ctx.url; the document, rules and memory features need the SQLite store.
+            log.debug("opened without a SQLite store", url=parsed.redacted())
+            return cls(CoreContext(settings, None, embedder, tokens, resolved))
+        store = create_store(parsed, settings.storage)
         await store.open(create=create)
         try:
             if check_embedder:
@@ -125,11 +131,12 @@ class Memoir:
         except BaseException:
             await store.close()
             raise
-        log.debug("store opened", url=parse_database_url(resolved).redacted())
+        log.debug("store opened", url=parsed.redacted())
         return cls(CoreContext(settings, store, embedder, tokens, resolved))
 
     async def close(self) -> None:
-        await self._ctx.store.close()
+        if self._ctx.store is not None:
+            await self._ctx.store.close()
 
     async def __aenter__(self) -> Memoir:
         return self
@@ -149,6 +156,15 @@ class Memoir:
 
     @property
     def store(self) -> Store:
+        return self._require_store()
+
+    def _require_store(self) -> Any:
+        if self._ctx.store is None:
+            raise ConfigError(
+                f"{parse_database_url(self._ctx.url).backend} stores serve the category hierarchy "
+                "only (ingest / ask / categories)",
+                hint="use a sqlite:///path URL for documents, rules, stats and re-embedding",
+            )
         return self._ctx.store
 
     @property
@@ -167,7 +183,7 @@ class Memoir:
 
     async def stats(self) -> dict[str, Any]:
         """Counts, sizes, embedder and library versions of the store."""
-        return (await self._ctx.store.stats()).as_dict()
+        return (await self._require_store().stats()).as_dict()
 
     async def doctor(self) -> DoctorReport:
         """Every health check, each with its fix."""
@@ -179,7 +195,7 @@ class Memoir:
         Returns:
             The number of items re-embedded.
         """
-        store = self._ctx.store
+        store = self._require_store()
         await self._ctx.embedder.ensure_loaded()
         return await store.reembed(  # type: ignore[call-arg]
             self._ctx.embedder.embed_documents,
