@@ -31,7 +31,7 @@ from memory_core.errors import (
     StorageError,
 )
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension, select_driver
-from memory_core.storage.sqlite.migrations import apply_pending
+from memory_core.storage.sqlite.migrate import apply_pending
 from memory_core.storage.url import DatabaseURL
 
 __all__ = ["SqliteDatabase", "recovery_hint"]

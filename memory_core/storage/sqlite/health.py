@@ -14,7 +14,7 @@ from memory_core.models import DoctorFinding, StoreStats
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension
 from memory_core.storage.sqlite.items import VEC_TABLE, vector_table_dimension
 from memory_core.storage.sqlite.meta import EMBEDDER_ID_KEY, EMBEDDING_DIM_KEY, get_meta
-from memory_core.storage.sqlite.migrations import available_migrations
+from memory_core.storage.sqlite.migrate import available_migrations
 
 __all__ = ["collect_stats", "diagnose_file", "index_consistency"]
 
