@@ -220,8 +220,9 @@ class TiktokenCounter:
 
         Cuts after the first ``max_tokens`` tokens, drops a character split between
         tokens, then re-counts (re-encoding a prefix can split differently) and shrinks
-        until within budget, then tries to extend by the characters of the next token
-        (a shorter piece of a word can take fewer tokens than the whole word).
+        until within budget, then tries longer prefixes a character at a time up to the
+        end of the next token (a piece of a word can take fewer tokens than the whole
+        word). So the result never exceeds the budget, and one more character would.
 
         Raises:
             BudgetError: ``max_tokens`` is negative.
@@ -236,18 +237,20 @@ class TiktokenCounter:
         while keep > 0 and self.count(prefix) > max_tokens:
             keep -= 1
             prefix = _decode_prefix(encoding, tokens, keep)
-        # Extend character by character over the next token's span (up to the next
-        # whole character) while it still fits.
+        # Try longer prefixes, a character at a time: a shorter piece of a word can take
+        # fewer tokens than the whole word. Counts are not monotone in the prefix length,
+        # so keep going to the end of the next whole token before giving up.
         following = keep + 1
-        next_text = _decode_prefix(encoding, tokens, following)
-        while len(next_text) == len(prefix) and following < len(tokens):
+        next_end = len(_decode_prefix(encoding, tokens, following))
+        while next_end == len(prefix) and following < len(tokens):
             following += 1
-            next_text = _decode_prefix(encoding, tokens, following)
-        next_end = min(len(next_text), len(prefix) + _EXTEND_WINDOW_CHARS)
+            next_end = len(_decode_prefix(encoding, tokens, following))
         best = len(prefix)
-        for end in range(len(prefix) + 1, next_end + 1):
+        for end in range(len(prefix) + 1, min(len(text), len(prefix) + _EXTEND_WINDOW_CHARS) + 1):
             if self.count(text[:end]) <= max_tokens:
                 best = end
+            elif end >= next_end:
+                break
         return text[:best]
 
 
