@@ -211,38 +211,36 @@ class _Collector:
         )
 
     def walk(self, blocks: Sequence[Block], path: tuple[str, ...]) -> None:
-        previous: Block | None = None
-        pending_label: str | None = None
+        previous_produced = False
+        anti = False
         for block in blocks:
+            before = len(self.directives)
             if isinstance(block, ListBlock):
                 for item in block.items:
                     self._item(item, path)
             elif isinstance(block, Paragraph):
                 flat = clean_inline(block.text)
-                kind = label_kind(flat.rstrip(":")) if flat.endswith(":") else None
+                words = flat.split(maxsplit=1)
+                kind = label_kind(words[0].rstrip(":")) if flat.endswith(":") and words else None
                 if kind in ("example", "anti"):
-                    pending_label = kind
-                    previous = block
+                    # "Bad:" before a code block marks it as an anti-pattern.
+                    anti = kind == "anti"
+                    previous_produced = False
                     continue
                 if is_rule_paragraph(flat):
                     self.add(flat, path, block.line_start, block.line_end)
             elif isinstance(block, Fence):
-                near = (
-                    self.directives
-                    and previous is not None
-                    and (
-                        previous.line_end >= self.directives[-1].line_end
-                        and self.directives[-1].section_path == path
-                    )
-                )
-                if near:
-                    self.attach(block, anti=pending_label == "anti")
+                # Only a block right under a directive illustrates it; after intervening prose
+                # the link is a guess, so the code is kept as a document pattern only.
+                if previous_produced:
+                    self.attach(block, anti=anti)
                 else:
-                    self.patterns.append(fence_example(block, anti=pending_label == "anti"))
-                pending_label = None
+                    self.patterns.append(fence_example(block, anti=anti))
+                anti = False
+                continue
             elif isinstance(block, BlockQuote):
                 self.walk(block.blocks, path)
-            previous = block
+            previous_produced = len(self.directives) > before
 
     def _item(self, item: ListItem, path: tuple[str, ...]) -> None:
         statement, rest = item_statement(item)

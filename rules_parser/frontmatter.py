@@ -48,7 +48,7 @@ def _unquote(value: str) -> str:
 
 def _strip_comment(value: str) -> str:
     # A " #" starts a comment in plain scalars; not inside quotes.
-    if value[:1] in "\"'":
+    if value and value[0] in "\"'":
         close = value.find(value[0], 1)
         rest = value[close + 1 :].strip() if close > 0 else ""
         return value[: close + 1] if close > 0 and rest.startswith("#") else value

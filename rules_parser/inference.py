@@ -33,6 +33,10 @@ _MARKER_RE = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 
+_HEDGE_RE = re.compile(
+    r"\b(?:where|when|if|wherever|whenever|as far as|as much as)\s+(?:you|we|it)\s+can\b", re.I
+)
+
 
 def split_severity_marker(text: str) -> tuple[Severity | None, str]:
     """Split a leading severity marker off a statement.
@@ -127,8 +131,9 @@ def infer_severity(text: str) -> tuple[Severity, SeveritySource]:
     marker, rest = split_severity_marker(text)
     if marker is not None:
         return marker, "marker"
-    # Typographic apostrophes are common in copied text ("don’t").
-    normalized = rest.replace("\u2019", "'")
+    # Typographic apostrophes are common in copied text ("don’t"); "where you can" is a
+    # hedge, not a permission, so it must not turn a statement into a MAY.
+    normalized = _HEDGE_RE.sub(" ", rest.replace("\u2019", "'"))
     for severity in SEVERITIES:
         if _pattern(SEVERITY_CUES[severity]).search(normalized):
             return severity, "inferred"

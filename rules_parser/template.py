@@ -64,7 +64,10 @@ def _title_kind(title: str) -> str | None:
 
 def normalize_layer(value: str) -> str | None:
     """The canonical layer for a spelling (``2-application``, ``2 - Application``), else None."""
-    squashed = re.sub(r"\s+", "", value.strip().strip("`*_\"'")).lower()
+    squashed = re.sub(r"\s+", "", value).strip("`\"'")
+    if squashed != "*":  # the wildcard layer is also markdown's emphasis character
+        squashed = squashed.strip("*_")
+    squashed = squashed.lower()
     for layer in LAYERS:
         if squashed == layer.lower():
             return layer

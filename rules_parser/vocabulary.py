@@ -470,6 +470,19 @@ SEVERITY_CUES: Final = MappingProxyType(
             "favor",
             "favour",
         ),
-        "MAY": ("may", "consider", "can", "optionally", "optional", "feel free", "allowed to"),
+        "MAY": (
+            "may",
+            "consider",
+            "you can",
+            "we can",
+            "can optionally",
+            "can also",
+            "optionally",
+            "optional",
+            "feel free",
+            "allowed to",
+            "is acceptable",
+            "is fine",
+        ),
     }
 )
