@@ -99,6 +99,19 @@ class HierarchySettings(_Section):
     max_chunk_chars: int = Field(2000, ge=1)
     max_token_budget: int = Field(4000, ge=1)
     allow_exceed_max_token_budget_and_summarize: bool = False
+    # Chunking: split after these delimiters (paragraph breaks are always kept).
+    chunk_delimiters: tuple[str, ...] = (".", "\n")
+    # Strategy parameters (memoirAI Requirement 8).
+    wide_branch_n: int = Field(3, ge=1)
+    zoom_in_n: int = Field(6, ge=1)
+    zoom_in_n2: int = Field(2, ge=0)
+    branch_out_n: int = Field(6, ge=1)
+    branch_out_n2: int = Field(2, ge=0)
+    branch_out_max_per_level: int = Field(12, ge=1)
+    # Summarise mode reads at most this many budgets of candidates (every read is bounded).
+    max_summary_parts: int = Field(16, ge=1, le=1000)
+    # Offline model: reuse the nearest existing category above this cosine similarity.
+    offline_reuse_threshold: float = Field(0.35, ge=-1, le=1)
 
 
 class LLMSettings(_Section):
@@ -109,6 +122,8 @@ class LLMSettings(_Section):
     timeout_s: float = Field(60.0, gt=0)
     retries: int = Field(3, ge=0, le=10)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Deterministic mode: temperature forced to 0 and the provider parameters recorded per run.
+    deterministic: bool = True
 
 
 class ServerSettings(_Section):
