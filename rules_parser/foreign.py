@@ -164,7 +164,7 @@ class _Collector:
         self.key_offset = key_offset
         self.directives: list[Directive] = []
         self.patterns: list[CodeExample] = []
-        self.counters: dict[tuple[str, ...], int] = {}
+        self.counters: dict[str, int] = {}
 
     def add(
         self,

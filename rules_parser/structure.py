@@ -221,11 +221,15 @@ def item_statement(item: ListItem) -> tuple[str, tuple[Block, ...]]:
     return "", item.blocks
 
 
-def directive_key(path: tuple[str, ...], counters: dict[tuple[str, ...], int]) -> str:
-    """``slug/of/path#n``: n counts directives already keyed under the same path."""
-    counters[path] = counters.get(path, 0) + 1
+def directive_key(path: tuple[str, ...], counters: dict[str, int]) -> str:
+    """``slug/of/path#n``: n counts directives already keyed under the same slug.
+
+    Counting per slug (not per raw path) keeps keys unique when two headings differ only in
+    case or punctuation.
+    """
     slug = "/".join(filter(None, (slugify(p) for p in path))) or "root"
-    return f"{slug}#{counters[path]}"
+    counters[slug] = counters.get(slug, 0) + 1
+    return f"{slug}#{counters[slug]}"
 
 
 @dataclass

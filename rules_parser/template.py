@@ -288,7 +288,7 @@ def parse_template(ctx: DocContext, issues: IssueSink) -> RuleDocument:
 
     directives: list[Directive] = []
     patterns: list[CodeExample] = []
-    counters: dict[tuple[str, ...], int] = {}
+    counters: dict[str, int] = {}
     seen: dict[str, int] = {}
     key_offset = 1 if title_heading is not None else 0
     for item in pending:
@@ -358,7 +358,7 @@ def _build_directive(
     default_severity: Severity,
     doc_topics: list[str],
     issues: IssueSink,
-    counters: dict[tuple[str, ...], int],
+    counters: dict[str, int],
     key_offset: int,
 ) -> Directive:
     if item.marker is not None:

@@ -263,7 +263,6 @@ TOPIC_KEYWORDS: Final = MappingProxyType(
             "transaction",
             "transactions",
             "orm",
-            "schema",
             "index",
             "postgres",
             "sqlite",
