@@ -128,9 +128,9 @@ _ALWAYS_APPLY_FORMATS: frozenset[Format] = frozenset(
 def _is_trivial(text: str) -> bool:
     without_code = _CODE_SPAN_RE.sub(" ", text)
     words = [w for w in without_code.split() if any(c.isalpha() for c in w)]
-    if not any(c.isalpha() for c in text):
-        return True
-    return len(words) < 2 and without_code == text
+    has_code = without_code != text
+    # "`make`" alone or "ok" alone says nothing; "Build: `npm run build`" does.
+    return not words or (len(words) < 2 and not has_code)
 
 
 def is_rule_paragraph(text: str) -> bool:
