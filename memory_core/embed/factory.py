@@ -90,7 +90,7 @@ def parse_embedder_spec(spec: str) -> EmbedderSpec:
 
 
 def create_embedder(
-    spec: str = "local", *, dimension: int | None = None
+    spec: str = "local", *, dimension: int | None = None, batch_size: int | None = None
 ) -> LocalEmbedder | ModelEmbedder:
     """Create the embedder named by ``spec``. Cheap: the local model loads lazily.
 
@@ -100,6 +100,8 @@ def create_embedder(
         dimension: the vector length, for provider models (otherwise known for
             well-known models, or probed once by ``ensure_loaded``). For ``hash`` it sets
             the bucket count when the spec does not; for ``local`` it must be 384.
+        batch_size: texts per model call (ONNX batch for ``local``, request size for
+            providers); default 32 for ``local``, 128 for providers.
 
     Returns:
         An :class:`~memory_core.embed.base.Embedder`: a :class:`LocalEmbedder` for
@@ -107,9 +109,14 @@ def create_embedder(
 
     Raises:
         ConfigError: unknown spec, a provider package that is not installed, a missing
-            API key, or a dimension that contradicts the model.
+            API key, a dimension that contradicts the model, or a non-positive batch size.
     """
     parsed = parse_embedder_spec(spec)
+    if batch_size is not None and batch_size <= 0:
+        raise ConfigError(
+            f"embedding batch size must be positive, got {batch_size}",
+            hint="set the embedding batch size to e.g. 32, or leave it unset",
+        )
     if dimension is not None and dimension <= 0:
         raise ConfigError(
             f"embedding dimension must be positive, got {dimension}",
@@ -121,7 +128,8 @@ def create_embedder(
                 f"the local embedder all-MiniLM-L6-v2 has 384 dimensions, not {dimension}",
                 hint="remove the dimension setting, or use 'hash:<dim>' for another size",
             )
-        return LocalEmbedder(MiniLMEncoder(), embedder_id=MINILM_EMBEDDER_ID)
+        encoder = MiniLMEncoder() if batch_size is None else MiniLMEncoder(batch_size=batch_size)
+        return LocalEmbedder(encoder, embedder_id=MINILM_EMBEDDER_ID)
     if parsed.kind == "hash":
         explicit = ":" in spec
         if explicit and dimension is not None and dimension != parsed.dimension:
@@ -136,6 +144,7 @@ def create_embedder(
         _infer_provider_model(parsed.model),
         embedder_id=parsed.model,
         dimension=dimension if dimension is not None else parsed.dimension,
+        batch_size=batch_size,
     )
 
 

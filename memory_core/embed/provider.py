@@ -38,7 +38,7 @@ class ModelEmbedder:
         embedder_id: identity to record; default ``"<system>:<model_name>"``.
         dimension: expected vector length; if ``None`` it is probed once (one request
             embedding a fixed short text) by :meth:`ensure_loaded` or the first call.
-        batch_size: texts per provider request.
+        batch_size: texts per provider request (default 128).
 
     Raises:
         EmbeddingError: ``dimension`` or ``batch_size`` is not positive.
@@ -50,13 +50,15 @@ class ModelEmbedder:
         *,
         embedder_id: str | None = None,
         dimension: int | None = None,
-        batch_size: int = _BATCH_SIZE,
+        batch_size: int | None = None,
     ) -> None:
         if dimension is not None and dimension <= 0:
             raise EmbeddingError(
                 f"embedding dimension must be positive, got {dimension}",
                 hint="set the dimension to the model's vector length (e.g. 1536), or leave it unset",
             )
+        if batch_size is None:
+            batch_size = _BATCH_SIZE
         if batch_size <= 0:
             raise EmbeddingError(
                 f"embedding batch size must be positive, got {batch_size}",

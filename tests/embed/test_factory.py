@@ -94,3 +94,11 @@ def test_public_api_is_sorted_and_importable() -> None:
     for name in names:
         assert getattr(embed_package, name) is not None
     assert ModelEmbedder.__name__ in names
+
+
+def test_batch_size_reaches_the_model_and_must_be_positive() -> None:
+    local = create_embedder("local", batch_size=8)
+    assert isinstance(local, LocalEmbedder)
+    assert "batch_size=8" in repr(local.encoder)
+    with pytest.raises(ConfigError, match="batch size must be positive"):
+        create_embedder("hash", batch_size=0)

@@ -95,3 +95,24 @@ def test_sync_helper_matches_async_path(minilm: LocalEmbedder) -> None:
     vectors = minilm.embed_documents_sync(SENTENCES[:3])
     sims = vectors @ vectors.T
     assert sims[0, 1] > sims[0, 2]
+
+
+@pytest.mark.anyio
+async def test_concurrent_calls_give_the_same_vectors_as_sequential_ones(
+    minilm: LocalEmbedder,
+) -> None:
+    import anyio
+
+    groups = [SENTENCES[i::3] for i in range(3)]
+    sequential = [await minilm.embed_documents(group) for group in groups]
+    concurrent: list[np.ndarray | None] = [None] * len(groups)
+
+    async def run(index: int) -> None:
+        concurrent[index] = await minilm.embed_documents(groups[index])
+
+    async with anyio.create_task_group() as tg:
+        for index in range(len(groups)):
+            tg.start_soon(run, index)
+    for got, expected in zip(concurrent, sequential, strict=True):
+        assert got is not None
+        np.testing.assert_allclose(got, expected, atol=1e-5)
