@@ -1,0 +1,461 @@
+"""The category hierarchy on MySQL / MariaDB: ``memoir_category``, ``memoir_chunk``, ``memoir_run``.
+
+Implements :class:`memory_core.hierarchy.store.HierarchyStore` with the same rules and orders as
+the SQLite and PostgreSQL stores: level-1 categories have no parent, deeper ones a parent
+exactly one level up in the same scope; names are unique per parent by their normalised form
+(a unique index, so concurrent creators converge on one row); chunks link only to leaf
+categories and are idempotent on ``uid``; chunks come back ordered by (created_at, uid),
+keyset-paginated. All SQL is parameterised (PyMySQL escapes every value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import structlog
+
+from memory_core.errors import ConfigError, InvalidInputError, SchemaError
+from memory_core.hierarchy.store import (
+    Category,
+    HierarchyChunk,
+    HierarchyStore,
+    NewChunk,
+    normalise_category_name,
+)
+from memory_core.models import utc_now
+from memory_core.storage.mysql.connection import MysqlConnection
+from memory_core.storage.mysql.schema import SCHEMA_LOCK_NAME, SCHEMA_STATEMENTS, SCHEMA_VERSION
+from memory_core.storage.url import DatabaseURL
+
+__all__ = ["MysqlHierarchyStore"]
+
+log = structlog.get_logger(__name__)
+
+_CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
+_CHUNK_COLUMNS = "chunk_id, uid, category_id, text, token_count, content_hash, created_at"
+_RUN_COLUMNS = "run_id, scope, kind, started_at, took_ms, payload"
+_SCHEMA_LOCK_TIMEOUT_S = 30
+_MAX_UID = 255
+
+
+def _name_key(norm_name: str) -> bytes:
+    return hashlib.sha256(norm_name.encode("utf-8")).digest()
+
+
+def _category(row: Sequence[Any]) -> Category:
+    return Category(
+        category_id=int(row[0]),
+        scope=row[1],
+        parent_id=None if row[2] is None else int(row[2]),
+        level=int(row[3]),
+        name=row[4],
+        created_at=row[5],
+        summary=row[6],
+    )
+
+
+def _chunk(row: Sequence[Any]) -> HierarchyChunk:
+    return HierarchyChunk(
+        chunk_id=int(row[0]),
+        uid=row[1],
+        category_id=int(row[2]),
+        text=row[3],
+        token_count=int(row[4]),
+        content_hash=row[5],
+        created_at=row[6],
+    )
+
+
+def _run(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "run_id": int(row[0]),
+        "scope": row[1],
+        "kind": row[2],
+        "started_at": row[3],
+        "took_ms": row[4],
+        "payload": json.loads(row[5]),
+    }
+
+
+class MysqlHierarchyStore(HierarchyStore):
+    """Categories, leaf-linked chunks and query runs in MySQL / MariaDB (PyMySQL in a thread).
+
+    Args:
+        url: a ``mysql://user[:password]@host:port/dbname`` URL (``mariadb://`` works too).
+        depth: the configured hierarchy depth (1–100); chunks link only to categories at it.
+        retries: reconnect attempts (exponential backoff) after the connection drops.
+    """
+
+    backend = "mysql"
+
+    def __init__(self, url: DatabaseURL, *, depth: int, retries: int = 3) -> None:
+        if not 1 <= depth <= 100:
+            raise ConfigError(
+                f"hierarchy depth {depth} is out of range",
+                hint="set hierarchy.depth to a value from 1 to 100",
+            )
+        self.url = url
+        self.depth = depth
+        self.connection = MysqlConnection(url, retries=retries)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> MysqlHierarchyStore:
+        """Connect and create the tables and indexes if they do not exist (idempotent).
+
+        Raises:
+            DatabaseUnavailableError: the server cannot be reached (with what to check).
+            SchemaError: the tables were created by a newer memoir.
+        """
+        await self.connection.connect()
+        version = await self.connection.run(_create_schema)
+        if version > SCHEMA_VERSION:
+            await self.connection.close()
+            raise SchemaError(
+                f"the hierarchy tables in {self.url.redacted()} are at schema version {version}, "
+                f"newer than this memoir ({SCHEMA_VERSION})",
+                hint="upgrade memoir (pip install -U memoir-mcp)",
+            )
+        log.debug("mysql hierarchy store open", url=self.url.redacted(), depth=self.depth)
+        return self
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+    async def __aenter__(self) -> MysqlHierarchyStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- categories ------------------------------------------------------------------------
+
+    async def categories(
+        self, scope: str, *, parent_id: int | None, level: int | None = None
+    ) -> list[Category]:
+        """Children of ``parent_id`` (None: level-1 categories), ordered by name.
+
+        With ``parent_id=None`` and a ``level``, every category at that level in the scope.
+        """
+        if parent_id is None:
+            if level is None or level == 1:
+                where, params = "scope = %s AND parent_id IS NULL AND level = 1", (scope,)
+            else:
+                where, params = "scope = %s AND level = %s", (scope, level)
+        elif level is None:
+            where, params = "scope = %s AND parent_id = %s", (scope, parent_id)
+        else:
+            where = "scope = %s AND parent_id = %s AND level = %s"
+            params = (scope, parent_id, level)
+        sql = f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE {where} "
+        sql += "ORDER BY name, category_id"
+
+        def read(cursor: Any) -> list[Category]:
+            cursor.execute(sql, params)
+            return [_category(row) for row in cursor.fetchall()]
+
+        return await self.connection.run(read)
+
+    async def all_categories(self, scope: str) -> list[Category]:
+        """Every category of the scope, by level, then name."""
+
+        def read(cursor: Any) -> list[Category]:
+            cursor.execute(
+                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                "ORDER BY level, name, category_id",
+                (scope,),
+            )
+            return [_category(row) for row in cursor.fetchall()]
+
+        return await self.connection.run(read)
+
+    async def count_categories(self, scope: str) -> int:
+        def read(cursor: Any) -> int:
+            cursor.execute("SELECT COUNT(*) FROM memoir_category WHERE scope = %s", (scope,))
+            return int(cursor.fetchone()[0])
+
+        return await self.connection.run(read)
+
+    async def create_category(
+        self, scope: str, *, parent_id: int | None, level: int, name: str
+    ) -> Category:
+        """Create, or return the existing category whose normalised name matches within the
+        same parent (no twins, even under concurrent creators).
+
+        Raises:
+            InvalidInputError: the level/parent combination is invalid, or the name is empty.
+        """
+        display = " ".join(name.split())
+        norm = normalise_category_name(name)
+        _check_level(level, parent_id, self.depth)
+        if not norm:
+            raise InvalidInputError(
+                f"empty category name {name[:40]!r}", hint="give the category a non-blank name"
+            )
+        key = _name_key(norm)
+
+        def write(cursor: Any) -> Category:
+            if parent_id is not None:
+                cursor.execute(
+                    "SELECT scope, level FROM memoir_category WHERE category_id = %s",
+                    (parent_id,),
+                )
+                _check_parent(cursor.fetchone(), scope, parent_id, level)
+            # INSERT IGNORE would also hide CHECK and foreign-key failures; only the unique
+            # key may be "ignored", so a no-op update on it is the idempotent form.
+            cursor.execute(
+                "INSERT INTO memoir_category (scope, parent_id, level, name, norm_name, name_key, "
+                "created_at, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, '{}') "
+                "ON DUPLICATE KEY UPDATE category_id = category_id",
+                (scope, parent_id, level, display, norm, key, utc_now()),
+            )
+            cursor.execute(
+                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                "AND parent_key = %s AND name_key = %s",
+                (scope, parent_id or 0, key),
+            )
+            row = cursor.fetchone()
+            assert row is not None  # just inserted, or the unique key found its twin
+            return _category(row)
+
+        return await self.connection.run(write, write=True)
+
+    # -- chunks ----------------------------------------------------------------------------
+
+    async def add_chunks(
+        self,
+        scope: str,
+        category_id: int,
+        chunks: Sequence[NewChunk],
+        vectors: Any | None = None,
+    ) -> list[int]:
+        """Link chunks to a leaf category (idempotent on ``uid``); returns chunk ids in order.
+
+        A chunk whose uid is already stored is left as it is and its existing id returned.
+
+        Raises:
+            InvalidInputError: ``category_id`` is not a leaf of this scope at the configured
+                depth, a uid is longer than 255 characters, or ``vectors`` does not have one
+                row per chunk.
+        """
+        blobs = _vector_blobs(vectors, len(chunks))
+        for chunk in chunks:
+            if len(chunk.uid) > _MAX_UID:
+                raise InvalidInputError(
+                    f"chunk uid {chunk.uid[:40]!r}… is longer than {_MAX_UID} characters",
+                    hint="derive uids with memory_core.models.stable_id()",
+                )
+        rows = [
+            (
+                chunk.uid,
+                scope,
+                category_id,
+                chunk.text,
+                chunk.token_count,
+                chunk.content_hash,
+                chunk.created_at,
+                chunk.source,
+                json.dumps(chunk.metadata, sort_keys=True),
+                blob,
+            )
+            for chunk, blob in zip(chunks, blobs, strict=True)
+        ]
+
+        def write(cursor: Any) -> list[int]:
+            cursor.execute(
+                "SELECT scope, level FROM memoir_category WHERE category_id = %s", (category_id,)
+            )
+            _check_leaf(cursor.fetchone(), scope, category_id, self.depth)
+            if not rows:
+                return []
+            cursor.executemany(
+                "INSERT INTO memoir_chunk (uid, scope, category_id, text, token_count, "
+                "content_hash, created_at, source, metadata, embedding) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON DUPLICATE KEY UPDATE chunk_id = chunk_id",
+                rows,
+            )
+            uids = list(dict.fromkeys(row[0] for row in rows))
+            ids: dict[str, int] = {}
+            # Bounded IN lists: a document can have thousands of chunks.
+            for start in range(0, len(uids), 500):
+                batch = uids[start : start + 500]
+                marks = ", ".join(["%s"] * len(batch))
+                cursor.execute(
+                    f"SELECT uid, chunk_id FROM memoir_chunk WHERE uid IN ({marks})", batch
+                )
+                ids.update((uid, int(chunk_id)) for uid, chunk_id in cursor.fetchall())
+            return [ids[row[0]] for row in rows]
+
+        return await self.connection.run(write, write=True)
+
+    async def chunks_in_category(
+        self,
+        scope: str,
+        category_id: int,
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[HierarchyChunk]:
+        """Chunks of one category, created_at ascending then uid; ``after`` is the
+        (created_at, uid) of the last chunk already read (keyset pagination)."""
+        if limit <= 0:
+            return []
+        if after is None:
+            sql = (
+                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                "AND scope = %s ORDER BY created_at, uid LIMIT %s"
+            )
+            params: tuple[Any, ...] = (category_id, scope, limit)
+        else:
+            # Spelled out rather than a row comparison, which older MySQL cannot use an index for.
+            sql = (
+                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                "AND scope = %s AND (created_at > %s OR (created_at = %s AND uid > %s)) "
+                "ORDER BY created_at, uid LIMIT %s"
+            )
+            params = (category_id, scope, after[0], after[0], after[1], limit)
+
+        def read(cursor: Any) -> list[HierarchyChunk]:
+            cursor.execute(sql, params)
+            return [_chunk(row) for row in cursor.fetchall()]
+
+        return await self.connection.run(read)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def record_run(
+        self, scope: str, kind: str, took_ms: float, payload: dict[str, Any]
+    ) -> int:
+        """Store one query run (strategy, paths, budget, usage, latency…); returns its id."""
+        body = json.dumps(payload, sort_keys=True, default=str)
+
+        def write(cursor: Any) -> int:
+            cursor.execute(
+                "INSERT INTO memoir_run (scope, kind, started_at, took_ms, payload) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (scope, kind, utc_now(), took_ms, body),
+            )
+            return int(cursor.lastrowid)
+
+        return await self.connection.run(write, write=True)
+
+    async def list_runs(
+        self, scope: str, *, kind: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        """The latest runs first: run_id, scope, kind, started_at, took_ms, payload."""
+        if limit <= 0:
+            return []
+        where = "scope = %s" + (" AND kind = %s" if kind is not None else "")
+        params: tuple[Any, ...] = (scope, kind, limit) if kind is not None else (scope, limit)
+
+        def read(cursor: Any) -> list[dict[str, Any]]:
+            cursor.execute(
+                f"SELECT {_RUN_COLUMNS} FROM memoir_run WHERE {where} "
+                "ORDER BY started_at DESC, run_id DESC LIMIT %s",
+                params,
+            )
+            return [_run(row) for row in cursor.fetchall()]
+
+        return await self.connection.run(read)
+
+    # -- maintenance (not in the protocol) -------------------------------------------------
+
+    async def delete_scope(self, scope: str) -> int:
+        """Remove every chunk, category and run of ``scope``; returns the rows removed."""
+
+        def write(cursor: Any) -> int:
+            removed = cursor.execute("DELETE FROM memoir_chunk WHERE scope = %s", (scope,))
+            removed += cursor.execute("DELETE FROM memoir_run WHERE scope = %s", (scope,))
+            cursor.execute(
+                "SELECT COALESCE(MAX(level), 0) FROM memoir_category WHERE scope = %s", (scope,)
+            )
+            # Children before parents: the parent reference is a plain foreign key.
+            for level in range(int(cursor.fetchone()[0]), 0, -1):
+                removed += cursor.execute(
+                    "DELETE FROM memoir_category WHERE scope = %s AND level = %s", (scope, level)
+                )
+            return int(removed)
+
+        return await self.connection.run(write, write=True)
+
+
+def _create_schema(cursor: Any) -> int:
+    cursor.execute("SELECT GET_LOCK(%s, %s)", (SCHEMA_LOCK_NAME, _SCHEMA_LOCK_TIMEOUT_S))
+    try:
+        for statement in SCHEMA_STATEMENTS:  # DDL commits on its own in MySQL
+            cursor.execute(statement)
+        cursor.execute(
+            "INSERT IGNORE INTO memoir_schema (version, applied_at) VALUES (%s, %s)",
+            (SCHEMA_VERSION, utc_now()),
+        )
+        cursor.execute("SELECT MAX(version) FROM memoir_schema")
+        row = cursor.fetchone()
+    finally:
+        cursor.execute("SELECT RELEASE_LOCK(%s)", (SCHEMA_LOCK_NAME,))
+    return int(row[0]) if row and row[0] is not None else SCHEMA_VERSION
+
+
+# The rules below are the same as the PostgreSQL store's (kept per backend so each backend
+# package stands alone); the cross-backend contract suite holds them in step.
+
+
+def _check_level(level: int, parent_id: int | None, depth: int) -> None:
+    if not 1 <= level <= depth:
+        raise InvalidInputError(
+            f"category level {level} is outside the hierarchy depth 1..{depth}",
+            hint="classify from level 1 down to the configured hierarchy.depth",
+        )
+    if level == 1 and parent_id is not None:
+        raise InvalidInputError(
+            f"a level-1 category cannot have a parent (got parent_id={parent_id})",
+            hint="pass parent_id=None for level 1",
+        )
+    if level > 1 and parent_id is None:
+        raise InvalidInputError(
+            f"a level-{level} category needs a parent at level {level - 1}",
+            hint="pass the parent's category_id",
+        )
+
+
+def _check_parent(row: Sequence[Any] | None, scope: str, parent_id: int, level: int) -> None:
+    if row is None or row[0] != scope:
+        raise InvalidInputError(
+            f"parent category {parent_id} does not exist in scope {scope[:80]!r}",
+            hint="create the parent first, in the same scope",
+        )
+    if int(row[1]) != level - 1:
+        raise InvalidInputError(
+            f"parent category {parent_id} is at level {row[1]}, not {level - 1}",
+            hint=f"a level-{level} category needs a parent exactly one level up",
+        )
+
+
+def _check_leaf(row: Sequence[Any] | None, scope: str, category_id: int, depth: int) -> None:
+    if row is None or row[0] != scope:
+        raise InvalidInputError(
+            f"category {category_id} does not exist in scope {scope[:80]!r}",
+            hint="classify the chunk first and link it to the leaf category returned",
+        )
+    if int(row[1]) != depth:
+        raise InvalidInputError(
+            f"category {category_id} is at level {row[1]}, not a leaf (depth {depth})",
+            hint="chunks link only to leaf categories at the configured hierarchy.depth",
+        )
+
+
+def _vector_blobs(vectors: Any | None, count: int) -> list[bytes | None]:
+    """float32 bytes per chunk (the same layout sqlite-vec uses), or None without vectors."""
+    if vectors is None:
+        return [None] * count
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[0] != count:
+        raise InvalidInputError(
+            f"got vectors of shape {array.shape} for {count} chunks",
+            hint="pass one vector per chunk (an array of shape (n, dim))",
+        )
+    return [row.tobytes() for row in array]

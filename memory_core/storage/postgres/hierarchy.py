@@ -1,0 +1,471 @@
+"""The category hierarchy on PostgreSQL: ``memoir_category``, ``memoir_chunk``, ``memoir_run``.
+
+Implements :class:`memory_core.hierarchy.store.HierarchyStore` with the same rules and the same
+orders as the SQLite store: level-1 categories have no parent, deeper ones a parent exactly one
+level up in the same scope; names are unique per parent by their normalised form (a unique
+index, so concurrent creators converge on one row); chunks link only to leaf categories and are
+idempotent on ``uid``; chunks come back ordered by (created_at, uid), keyset-paginated.
+All SQL is parameterised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+import structlog
+
+from memory_core.errors import ConfigError, InvalidInputError, SchemaError
+from memory_core.hierarchy.store import (
+    Category,
+    HierarchyChunk,
+    HierarchyStore,
+    NewChunk,
+    normalise_category_name,
+)
+from memory_core.models import utc_now
+from memory_core.storage.postgres.connection import PostgresConnection
+from memory_core.storage.postgres.schema import SCHEMA_LOCK_KEY, SCHEMA_STATEMENTS, SCHEMA_VERSION
+from memory_core.storage.url import DatabaseURL
+
+__all__ = ["PostgresHierarchyStore"]
+
+log = structlog.get_logger(__name__)
+
+Conn = psycopg.AsyncConnection[Any]
+
+_CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
+_CHUNK_COLUMNS = "chunk_id, uid, category_id, text, token_count, content_hash, created_at"
+_RUN_COLUMNS = "run_id, scope, kind, started_at, took_ms, payload"
+
+
+def _category(row: Sequence[Any]) -> Category:
+    return Category(
+        category_id=int(row[0]),
+        scope=row[1],
+        parent_id=None if row[2] is None else int(row[2]),
+        level=int(row[3]),
+        name=row[4],
+        created_at=row[5],
+        summary=row[6],
+    )
+
+
+def _chunk(row: Sequence[Any]) -> HierarchyChunk:
+    return HierarchyChunk(
+        chunk_id=int(row[0]),
+        uid=row[1],
+        category_id=int(row[2]),
+        text=row[3],
+        token_count=int(row[4]),
+        content_hash=row[5],
+        created_at=row[6],
+    )
+
+
+def _run(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "run_id": int(row[0]),
+        "scope": row[1],
+        "kind": row[2],
+        "started_at": row[3],
+        "took_ms": row[4],
+        "payload": json.loads(row[5]),
+    }
+
+
+def _no_nul(value: str | None, what: str) -> None:
+    # PostgreSQL text cannot hold U+0000; say so plainly instead of a driver error.
+    if value is not None and "\x00" in value:
+        raise InvalidInputError(
+            f"the {what} contains a NUL character, which PostgreSQL text cannot store",
+            hint="remove NUL (\\x00) characters from the input",
+        )
+
+
+class PostgresHierarchyStore(HierarchyStore):
+    """Categories, leaf-linked chunks and query runs in PostgreSQL (psycopg 3, async).
+
+    Args:
+        url: a ``postgresql://user[:password]@host:port/dbname`` URL.
+        depth: the configured hierarchy depth (1–100); chunks link only to categories at it.
+        retries: reconnect attempts (exponential backoff) after the connection drops.
+    """
+
+    backend = "postgresql"
+
+    def __init__(self, url: DatabaseURL, *, depth: int, retries: int = 3) -> None:
+        if not 1 <= depth <= 100:
+            raise ConfigError(
+                f"hierarchy depth {depth} is out of range",
+                hint="set hierarchy.depth to a value from 1 to 100",
+            )
+        self.url = url
+        self.depth = depth
+        self.connection = PostgresConnection(url, retries=retries)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> PostgresHierarchyStore:
+        """Connect and create the tables and indexes if they do not exist (idempotent).
+
+        Raises:
+            DatabaseUnavailableError: the server cannot be reached (with what to check).
+            SchemaError: the tables were created by a newer memoir.
+        """
+        await self.connection.connect()
+        version = await self.connection.run(_create_schema, write=True)
+        if version > SCHEMA_VERSION:
+            await self.connection.close()
+            raise SchemaError(
+                f"the hierarchy tables in {self.url.redacted()} are at schema version {version}, "
+                f"newer than this memoir ({SCHEMA_VERSION})",
+                hint="upgrade memoir (pip install -U memoir-mcp)",
+            )
+        log.debug("postgres hierarchy store open", url=self.url.redacted(), depth=self.depth)
+        return self
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+    async def __aenter__(self) -> PostgresHierarchyStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- categories ------------------------------------------------------------------------
+
+    async def categories(
+        self, scope: str, *, parent_id: int | None, level: int | None = None
+    ) -> list[Category]:
+        """Children of ``parent_id`` (None: level-1 categories), ordered by name.
+
+        With ``parent_id=None`` and a ``level``, every category at that level in the scope.
+        """
+        if parent_id is None:
+            sql = (
+                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category "
+                "WHERE scope = %s AND parent_id IS NULL AND level = 1 ORDER BY name, category_id"
+            )
+            params: tuple[Any, ...] = (scope,)
+            if level is not None and level != 1:
+                sql = (
+                    f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category "
+                    "WHERE scope = %s AND level = %s ORDER BY name, category_id"
+                )
+                params = (scope, level)
+        else:
+            sql = (
+                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category "
+                "WHERE scope = %s AND parent_id = %s"
+                + (" AND level = %s" if level is not None else "")
+                + " ORDER BY name, category_id"
+            )
+            params = (scope, parent_id) if level is None else (scope, parent_id, level)
+
+        async def read(conn: Conn) -> list[Category]:
+            cur = await conn.execute(sql, params)
+            return [_category(row) for row in await cur.fetchall()]
+
+        return await self.connection.run(read)
+
+    async def all_categories(self, scope: str) -> list[Category]:
+        """Every category of the scope, by level, then name."""
+
+        async def read(conn: Conn) -> list[Category]:
+            cur = await conn.execute(
+                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                "ORDER BY level, name, category_id",
+                (scope,),
+            )
+            return [_category(row) for row in await cur.fetchall()]
+
+        return await self.connection.run(read)
+
+    async def count_categories(self, scope: str) -> int:
+        async def read(conn: Conn) -> int:
+            cur = await conn.execute(
+                "SELECT count(*) FROM memoir_category WHERE scope = %s", (scope,)
+            )
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
+
+        return await self.connection.run(read)
+
+    async def create_category(
+        self, scope: str, *, parent_id: int | None, level: int, name: str
+    ) -> Category:
+        """Create, or return the existing category whose normalised name matches within the
+        same parent (no twins, even under concurrent creators).
+
+        Raises:
+            InvalidInputError: the level/parent combination is invalid, or the name is empty.
+        """
+        display = " ".join(name.split())
+        norm = normalise_category_name(name)
+        _check_level(level, parent_id, self.depth)
+        if not norm:
+            raise InvalidInputError(
+                f"empty category name {name[:40]!r}", hint="give the category a non-blank name"
+            )
+        _no_nul(display, "category name")
+
+        async def write(conn: Conn) -> Category:
+            if parent_id is not None:
+                cur = await conn.execute(
+                    "SELECT scope, level FROM memoir_category WHERE category_id = %s",
+                    (parent_id,),
+                )
+                _check_parent(await cur.fetchone(), scope, parent_id, level)
+            cur = await conn.execute(
+                "INSERT INTO memoir_category (scope, parent_id, level, name, norm_name, "
+                "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING "
+                f"RETURNING {_CATEGORY_COLUMNS}",
+                (scope, parent_id, level, display, norm, utc_now()),
+            )
+            row = await cur.fetchone()
+            if row is None:  # a twin exists (perhaps created a moment ago by another writer)
+                cur = await conn.execute(
+                    f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                    "AND COALESCE(parent_id, 0) = %s AND norm_name = %s",
+                    (scope, parent_id or 0, norm),
+                )
+                row = await cur.fetchone()
+                assert row is not None  # the unique index said it is there
+            return _category(row)
+
+        return await self.connection.run(write, write=True)
+
+    # -- chunks ----------------------------------------------------------------------------
+
+    async def add_chunks(
+        self,
+        scope: str,
+        category_id: int,
+        chunks: Sequence[NewChunk],
+        vectors: Any | None = None,
+    ) -> list[int]:
+        """Link chunks to a leaf category (idempotent on ``uid``); returns chunk ids in order.
+
+        A chunk whose uid is already stored is left as it is and its existing id returned.
+
+        Raises:
+            InvalidInputError: ``category_id`` is not a leaf of this scope at the configured
+                depth, or ``vectors`` does not have one row per chunk.
+        """
+        blobs = _vector_blobs(vectors, len(chunks))
+        for chunk in chunks:
+            _no_nul(chunk.text, "chunk text")
+            _no_nul(chunk.source, "chunk source")
+        rows = [
+            (
+                chunk.uid,
+                scope,
+                category_id,
+                chunk.text,
+                chunk.token_count,
+                chunk.content_hash,
+                chunk.created_at,
+                chunk.source,
+                json.dumps(chunk.metadata, sort_keys=True),
+                blob,
+            )
+            for chunk, blob in zip(chunks, blobs, strict=True)
+        ]
+
+        async def write(conn: Conn) -> list[int]:
+            cur = await conn.execute(
+                "SELECT scope, level FROM memoir_category WHERE category_id = %s", (category_id,)
+            )
+            _check_leaf(await cur.fetchone(), scope, category_id, self.depth)
+            if not rows:
+                return []
+            async with conn.cursor() as cursor:
+                await cursor.executemany(
+                    "INSERT INTO memoir_chunk (uid, scope, category_id, text, token_count, "
+                    "content_hash, created_at, source, metadata, embedding) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (uid) DO NOTHING",
+                    rows,
+                )
+            uids = [row[0] for row in rows]
+            cur = await conn.execute(
+                "SELECT uid, chunk_id FROM memoir_chunk WHERE uid = ANY(%s)", (uids,)
+            )
+            ids = {uid: int(chunk_id) for uid, chunk_id in await cur.fetchall()}
+            return [ids[uid] for uid in uids]
+
+        return await self.connection.run(write, write=True)
+
+    async def chunks_in_category(
+        self,
+        scope: str,
+        category_id: int,
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[HierarchyChunk]:
+        """Chunks of one category, created_at ascending then uid; ``after`` is the
+        (created_at, uid) of the last chunk already read (keyset pagination)."""
+        if limit <= 0:
+            return []
+        if after is None:
+            sql = (
+                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                "AND scope = %s ORDER BY created_at, uid LIMIT %s"
+            )
+            params: tuple[Any, ...] = (category_id, scope, limit)
+        else:
+            sql = (
+                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                "AND scope = %s AND (created_at, uid) > (%s, %s) "
+                "ORDER BY created_at, uid LIMIT %s"
+            )
+            params = (category_id, scope, after[0], after[1], limit)
+
+        async def read(conn: Conn) -> list[HierarchyChunk]:
+            cur = await conn.execute(sql, params)
+            return [_chunk(row) for row in await cur.fetchall()]
+
+        return await self.connection.run(read)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def record_run(
+        self, scope: str, kind: str, took_ms: float, payload: dict[str, Any]
+    ) -> int:
+        """Store one query run (strategy, paths, budget, usage, latency…); returns its id."""
+        body = json.dumps(payload, sort_keys=True, default=str)
+
+        async def write(conn: Conn) -> int:
+            cur = await conn.execute(
+                "INSERT INTO memoir_run (scope, kind, started_at, took_ms, payload) "
+                "VALUES (%s, %s, %s, %s, %s) RETURNING run_id",
+                (scope, kind, utc_now(), took_ms, body),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            return int(row[0])
+
+        return await self.connection.run(write, write=True)
+
+    async def list_runs(
+        self, scope: str, *, kind: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        """The latest runs first: run_id, scope, kind, started_at, took_ms, payload."""
+        if limit <= 0:
+            return []
+        where = "scope = %s" + (" AND kind = %s" if kind is not None else "")
+        params: tuple[Any, ...] = (scope, kind, limit) if kind is not None else (scope, limit)
+
+        async def read(conn: Conn) -> list[dict[str, Any]]:
+            cur = await conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM memoir_run WHERE {where} "
+                "ORDER BY started_at DESC, run_id DESC LIMIT %s",
+                params,
+            )
+            return [_run(row) for row in await cur.fetchall()]
+
+        return await self.connection.run(read)
+
+    # -- maintenance (not in the protocol) -------------------------------------------------
+
+    async def delete_scope(self, scope: str) -> int:
+        """Remove every chunk, category and run of ``scope``; returns the rows removed."""
+
+        async def write(conn: Conn) -> int:
+            removed = 0
+            for sql in (
+                "DELETE FROM memoir_chunk WHERE scope = %s",
+                "DELETE FROM memoir_run WHERE scope = %s",
+            ):
+                cur = await conn.execute(sql, (scope,))
+                removed += cur.rowcount
+            # Children before parents: the parent reference is a plain foreign key.
+            cur = await conn.execute(
+                "SELECT COALESCE(max(level), 0) FROM memoir_category WHERE scope = %s", (scope,)
+            )
+            row = await cur.fetchone()
+            for level in range(int(row[0]) if row else 0, 0, -1):
+                cur = await conn.execute(
+                    "DELETE FROM memoir_category WHERE scope = %s AND level = %s", (scope, level)
+                )
+                removed += cur.rowcount
+            return removed
+
+        return await self.connection.run(write, write=True)
+
+
+async def _create_schema(conn: Conn) -> int:
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+    for statement in SCHEMA_STATEMENTS:
+        await conn.execute(statement)
+    await conn.execute(
+        "INSERT INTO memoir_schema (version, applied_at) VALUES (%s, %s) "
+        "ON CONFLICT (version) DO NOTHING",
+        (SCHEMA_VERSION, utc_now()),
+    )
+    cur = await conn.execute("SELECT max(version) FROM memoir_schema")
+    row = await cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else SCHEMA_VERSION
+
+
+def _check_level(level: int, parent_id: int | None, depth: int) -> None:
+    if not 1 <= level <= depth:
+        raise InvalidInputError(
+            f"category level {level} is outside the hierarchy depth 1..{depth}",
+            hint="classify from level 1 down to the configured hierarchy.depth",
+        )
+    if level == 1 and parent_id is not None:
+        raise InvalidInputError(
+            f"a level-1 category cannot have a parent (got parent_id={parent_id})",
+            hint="pass parent_id=None for level 1",
+        )
+    if level > 1 and parent_id is None:
+        raise InvalidInputError(
+            f"a level-{level} category needs a parent at level {level - 1}",
+            hint="pass the parent's category_id",
+        )
+
+
+def _check_parent(row: Sequence[Any] | None, scope: str, parent_id: int, level: int) -> None:
+    if row is None or row[0] != scope:
+        raise InvalidInputError(
+            f"parent category {parent_id} does not exist in scope {scope[:80]!r}",
+            hint="create the parent first, in the same scope",
+        )
+    if int(row[1]) != level - 1:
+        raise InvalidInputError(
+            f"parent category {parent_id} is at level {row[1]}, not {level - 1}",
+            hint=f"a level-{level} category needs a parent exactly one level up",
+        )
+
+
+def _check_leaf(row: Sequence[Any] | None, scope: str, category_id: int, depth: int) -> None:
+    if row is None or row[0] != scope:
+        raise InvalidInputError(
+            f"category {category_id} does not exist in scope {scope[:80]!r}",
+            hint="classify the chunk first and link it to the leaf category returned",
+        )
+    if int(row[1]) != depth:
+        raise InvalidInputError(
+            f"category {category_id} is at level {row[1]}, not a leaf (depth {depth})",
+            hint="chunks link only to leaf categories at the configured hierarchy.depth",
+        )
+
+
+def _vector_blobs(vectors: Any | None, count: int) -> list[bytes | None]:
+    """float32 bytes per chunk (the same layout sqlite-vec uses), or None without vectors."""
+    if vectors is None:
+        return [None] * count
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[0] != count:
+        raise InvalidInputError(
+            f"got vectors of shape {array.shape} for {count} chunks",
+            hint="pass one vector per chunk (an array of shape (n, dim))",
+        )
+    return [row.tobytes() for row in array]
