@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from memory_core.errors import ConfigError, InvalidInputError, SchemaError
+from memory_core.errors import InvalidInputError, SchemaError
 from memory_core.hierarchy.store import (
     Category,
     HierarchyChunk,
@@ -34,6 +34,8 @@ from memory_core.storage.url import DatabaseURL
 __all__ = ["MysqlHierarchyStore"]
 
 log = structlog.get_logger(__name__)
+
+MAX_CATEGORY_NAME_CHARS = 200  # as memory_core.storage.sqlite.hierarchy
 
 _CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
 _CHUNK_COLUMNS = "chunk_id, uid, category_id, text, token_count, content_hash, created_at"
@@ -94,9 +96,8 @@ class MysqlHierarchyStore(HierarchyStore):
 
     def __init__(self, url: DatabaseURL, *, depth: int, retries: int = 3) -> None:
         if not 1 <= depth <= 100:
-            raise ConfigError(
-                f"hierarchy depth {depth} is out of range",
-                hint="set hierarchy.depth to a value from 1 to 100",
+            raise InvalidInputError(
+                f"hierarchy depth {depth} is outside 1..100", hint="set hierarchy.depth to 1..100"
             )
         self.url = url
         self.depth = depth
@@ -137,22 +138,19 @@ class MysqlHierarchyStore(HierarchyStore):
     async def categories(
         self, scope: str, *, parent_id: int | None, level: int | None = None
     ) -> list[Category]:
-        """Children of ``parent_id`` (None: level-1 categories), ordered by name.
+        """Children of ``parent_id`` (None: level-1 categories), by normalised name.
 
-        With ``parent_id=None`` and a ``level``, every category at that level in the scope.
+        ``level``, when given, is an extra filter (as in the SQLite store).
         """
-        if parent_id is None:
-            if level is None or level == 1:
-                where, params = "scope = %s AND parent_id IS NULL AND level = 1", (scope,)
-            else:
-                where, params = "scope = %s AND level = %s", (scope, level)
-        elif level is None:
-            where, params = "scope = %s AND parent_id = %s", (scope, parent_id)
-        else:
-            where = "scope = %s AND parent_id = %s AND level = %s"
-            params = (scope, parent_id, level)
-        sql = f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE {where} "
-        sql += "ORDER BY name, category_id"
+        where = ["scope = %s", "parent_id IS NULL" if parent_id is None else "parent_id = %s"]
+        params: list[Any] = [scope] if parent_id is None else [scope, parent_id]
+        if level is not None:
+            where.append("level = %s")
+            params.append(level)
+        sql = (
+            f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE {' AND '.join(where)} "
+            "ORDER BY norm_name, category_id"
+        )
 
         def read(cursor: Any) -> list[Category]:
             cursor.execute(sql, params)
@@ -161,12 +159,12 @@ class MysqlHierarchyStore(HierarchyStore):
         return await self.connection.run(read)
 
     async def all_categories(self, scope: str) -> list[Category]:
-        """Every category of the scope, by level, then name."""
+        """Every category of the scope, by level, parent, then normalised name."""
 
         def read(cursor: Any) -> list[Category]:
             cursor.execute(
                 f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
-                "ORDER BY level, name, category_id",
+                "ORDER BY level, COALESCE(parent_id, 0), norm_name, category_id",
                 (scope,),
             )
             return [_category(row) for row in cursor.fetchall()]
@@ -189,13 +187,9 @@ class MysqlHierarchyStore(HierarchyStore):
         Raises:
             InvalidInputError: the level/parent combination is invalid, or the name is empty.
         """
-        display = " ".join(name.split())
-        norm = normalise_category_name(name)
+        display = _check_name(name)
+        norm = normalise_category_name(display)
         _check_level(level, parent_id, self.depth)
-        if not norm:
-            raise InvalidInputError(
-                f"empty category name {name[:40]!r}", hint="give the category a non-blank name"
-            )
         key = _name_key(norm)
 
         def write(cursor: Any) -> Category:
@@ -303,8 +297,7 @@ class MysqlHierarchyStore(HierarchyStore):
     ) -> list[HierarchyChunk]:
         """Chunks of one category, created_at ascending then uid; ``after`` is the
         (created_at, uid) of the last chunk already read (keyset pagination)."""
-        if limit <= 0:
-            return []
+        limit = max(1, int(limit))  # as the SQLite store: a page is never empty by request
         if after is None:
             sql = (
                 f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
@@ -323,6 +316,19 @@ class MysqlHierarchyStore(HierarchyStore):
         def read(cursor: Any) -> list[HierarchyChunk]:
             cursor.execute(sql, params)
             return [_chunk(row) for row in cursor.fetchall()]
+
+        return await self.connection.run(read)
+
+    async def chunk_counts(self, scope: str) -> dict[int, int]:
+        """Chunks per category id (for the category tree)."""
+
+        def read(cursor: Any) -> dict[int, int]:
+            cursor.execute(
+                "SELECT category_id, COUNT(*) FROM memoir_chunk WHERE scope = %s "
+                "GROUP BY category_id",
+                (scope,),
+            )
+            return {int(cid): int(n) for cid, n in cursor.fetchall()}
 
         return await self.connection.run(read)
 
@@ -348,15 +354,14 @@ class MysqlHierarchyStore(HierarchyStore):
         self, scope: str, *, kind: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
         """The latest runs first: run_id, scope, kind, started_at, took_ms, payload."""
-        if limit <= 0:
-            return []
+        limit = max(1, int(limit))  # as the SQLite store: a page is never empty by request
         where = "scope = %s" + (" AND kind = %s" if kind is not None else "")
         params: tuple[Any, ...] = (scope, kind, limit) if kind is not None else (scope, limit)
 
         def read(cursor: Any) -> list[dict[str, Any]]:
             cursor.execute(
                 f"SELECT {_RUN_COLUMNS} FROM memoir_run WHERE {where} "
-                "ORDER BY started_at DESC, run_id DESC LIMIT %s",
+                "ORDER BY run_id DESC LIMIT %s",
                 params,
             )
             return [_run(row) for row in cursor.fetchall()]
@@ -402,6 +407,21 @@ def _create_schema(cursor: Any) -> int:
 
 # The rules below are the same as the PostgreSQL store's (kept per backend so each backend
 # package stands alone); the cross-backend contract suite holds them in step.
+
+
+def _check_name(name: str) -> str:
+    """The name as shown (whitespace folded); the same limits as the SQLite store."""
+    shown = " ".join(name.split())
+    if not shown:
+        raise InvalidInputError(
+            f"empty category name {name[:40]!r}", hint="name the category with a few words"
+        )
+    if len(shown) > MAX_CATEGORY_NAME_CHARS:
+        raise InvalidInputError(
+            f"category name of {len(shown)} characters is too long: {shown[:40]!r}…",
+            hint=f"use at most {MAX_CATEGORY_NAME_CHARS} characters",
+        )
+    return shown
 
 
 def _check_level(level: int, parent_id: int | None, depth: int) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import psycopg
 import structlog
 
-from memory_core.errors import ConfigError, InvalidInputError, SchemaError
+from memory_core.errors import InvalidInputError, SchemaError
 from memory_core.hierarchy.store import (
     Category,
     HierarchyChunk,
@@ -34,6 +34,8 @@ from memory_core.storage.url import DatabaseURL
 __all__ = ["PostgresHierarchyStore"]
 
 log = structlog.get_logger(__name__)
+
+MAX_CATEGORY_NAME_CHARS = 200  # as memory_core.storage.sqlite.hierarchy
 
 Conn = psycopg.AsyncConnection[Any]
 
@@ -99,9 +101,8 @@ class PostgresHierarchyStore(HierarchyStore):
 
     def __init__(self, url: DatabaseURL, *, depth: int, retries: int = 3) -> None:
         if not 1 <= depth <= 100:
-            raise ConfigError(
-                f"hierarchy depth {depth} is out of range",
-                hint="set hierarchy.depth to a value from 1 to 100",
+            raise InvalidInputError(
+                f"hierarchy depth {depth} is outside 1..100", hint="set hierarchy.depth to 1..100"
             )
         self.url = url
         self.depth = depth
@@ -142,30 +143,19 @@ class PostgresHierarchyStore(HierarchyStore):
     async def categories(
         self, scope: str, *, parent_id: int | None, level: int | None = None
     ) -> list[Category]:
-        """Children of ``parent_id`` (None: level-1 categories), ordered by name.
+        """Children of ``parent_id`` (None: level-1 categories), by normalised name.
 
-        With ``parent_id=None`` and a ``level``, every category at that level in the scope.
+        ``level``, when given, is an extra filter (as in the SQLite store).
         """
-        if parent_id is None:
-            sql = (
-                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category "
-                "WHERE scope = %s AND parent_id IS NULL AND level = 1 ORDER BY name, category_id"
-            )
-            params: tuple[Any, ...] = (scope,)
-            if level is not None and level != 1:
-                sql = (
-                    f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category "
-                    "WHERE scope = %s AND level = %s ORDER BY name, category_id"
-                )
-                params = (scope, level)
-        else:
-            sql = (
-                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category "
-                "WHERE scope = %s AND parent_id = %s"
-                + (" AND level = %s" if level is not None else "")
-                + " ORDER BY name, category_id"
-            )
-            params = (scope, parent_id) if level is None else (scope, parent_id, level)
+        where = ["scope = %s", "parent_id IS NULL" if parent_id is None else "parent_id = %s"]
+        params: list[Any] = [scope] if parent_id is None else [scope, parent_id]
+        if level is not None:
+            where.append("level = %s")
+            params.append(level)
+        sql = (
+            f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE {' AND '.join(where)} "
+            "ORDER BY norm_name, category_id"
+        )
 
         async def read(conn: Conn) -> list[Category]:
             cur = await conn.execute(sql, params)
@@ -174,12 +164,12 @@ class PostgresHierarchyStore(HierarchyStore):
         return await self.connection.run(read)
 
     async def all_categories(self, scope: str) -> list[Category]:
-        """Every category of the scope, by level, then name."""
+        """Every category of the scope, by level, parent, then normalised name."""
 
         async def read(conn: Conn) -> list[Category]:
             cur = await conn.execute(
                 f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
-                "ORDER BY level, name, category_id",
+                "ORDER BY level, COALESCE(parent_id, 0), norm_name, category_id",
                 (scope,),
             )
             return [_category(row) for row in await cur.fetchall()]
@@ -205,13 +195,9 @@ class PostgresHierarchyStore(HierarchyStore):
         Raises:
             InvalidInputError: the level/parent combination is invalid, or the name is empty.
         """
-        display = " ".join(name.split())
-        norm = normalise_category_name(name)
+        display = _check_name(name)
+        norm = normalise_category_name(display)
         _check_level(level, parent_id, self.depth)
-        if not norm:
-            raise InvalidInputError(
-                f"empty category name {name[:40]!r}", hint="give the category a non-blank name"
-            )
         _no_nul(display, "category name")
 
         async def write(conn: Conn) -> Category:
@@ -311,8 +297,7 @@ class PostgresHierarchyStore(HierarchyStore):
     ) -> list[HierarchyChunk]:
         """Chunks of one category, created_at ascending then uid; ``after`` is the
         (created_at, uid) of the last chunk already read (keyset pagination)."""
-        if limit <= 0:
-            return []
+        limit = max(1, int(limit))  # as the SQLite store: a page is never empty by request
         if after is None:
             sql = (
                 f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
@@ -330,6 +315,19 @@ class PostgresHierarchyStore(HierarchyStore):
         async def read(conn: Conn) -> list[HierarchyChunk]:
             cur = await conn.execute(sql, params)
             return [_chunk(row) for row in await cur.fetchall()]
+
+        return await self.connection.run(read)
+
+    async def chunk_counts(self, scope: str) -> dict[int, int]:
+        """Chunks per category id (for the category tree)."""
+
+        async def read(conn: Conn) -> dict[int, int]:
+            cur = await conn.execute(
+                "SELECT category_id, count(*) FROM memoir_chunk WHERE scope = %s "
+                "GROUP BY category_id",
+                (scope,),
+            )
+            return {int(cid): int(n) for cid, n in await cur.fetchall()}
 
         return await self.connection.run(read)
 
@@ -357,15 +355,14 @@ class PostgresHierarchyStore(HierarchyStore):
         self, scope: str, *, kind: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
         """The latest runs first: run_id, scope, kind, started_at, took_ms, payload."""
-        if limit <= 0:
-            return []
+        limit = max(1, int(limit))  # as the SQLite store: a page is never empty by request
         where = "scope = %s" + (" AND kind = %s" if kind is not None else "")
         params: tuple[Any, ...] = (scope, kind, limit) if kind is not None else (scope, limit)
 
         async def read(conn: Conn) -> list[dict[str, Any]]:
             cur = await conn.execute(
                 f"SELECT {_RUN_COLUMNS} FROM memoir_run WHERE {where} "
-                "ORDER BY started_at DESC, run_id DESC LIMIT %s",
+                "ORDER BY run_id DESC LIMIT %s",
                 params,
             )
             return [_run(row) for row in await cur.fetchall()]
@@ -412,6 +409,21 @@ async def _create_schema(conn: Conn) -> int:
     cur = await conn.execute("SELECT max(version) FROM memoir_schema")
     row = await cur.fetchone()
     return int(row[0]) if row and row[0] is not None else SCHEMA_VERSION
+
+
+def _check_name(name: str) -> str:
+    """The name as shown (whitespace folded); the same limits as the SQLite store."""
+    shown = " ".join(name.split())
+    if not shown:
+        raise InvalidInputError(
+            f"empty category name {name[:40]!r}", hint="name the category with a few words"
+        )
+    if len(shown) > MAX_CATEGORY_NAME_CHARS:
+        raise InvalidInputError(
+            f"category name of {len(shown)} characters is too long: {shown[:40]!r}…",
+            hint=f"use at most {MAX_CATEGORY_NAME_CHARS} characters",
+        )
+    return shown
 
 
 def _check_level(level: int, parent_id: int | None, depth: int) -> None:
