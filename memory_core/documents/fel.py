@@ -1,0 +1,258 @@
+"""The Filter Expression Language: the AST, the field catalog and the parser.
+
+Grammar (shared by RQL ``FILTER`` and the CLI's ``--filter``)::
+
+    expr      := and_expr ( OR and_expr )*
+    and_expr  := term ( AND term )*
+    term      := NOT term | '(' expr ')' | predicate
+    predicate := field op value | field [NOT] IN '(' value (',' value)* ')'
+    op        := = | != | < | <= | > | >= | LIKE | GLOB
+
+``AND`` binds tighter than ``OR``. Fields must be qualified (``doc.*`` / ``chunk.*``) and known;
+values are typed (numbers for ``chunk.offset`` / ``chunk.tokens``, strings elsewhere). The AST
+is compiled to parameterised SQL in ``memory_core.storage.sqlite.doc_filters``: no text from a
+query ever becomes SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from memory_core.documents.lexer import Token, tokenize
+from memory_core.errors import QuerySyntaxError
+
+__all__ = [
+    "FIELDS",
+    "And",
+    "Comparison",
+    "Expr",
+    "FieldType",
+    "InList",
+    "Not",
+    "Or",
+    "Parser",
+    "parse_filter",
+    "syntax_error",
+]
+
+FieldType = Literal["text", "number"]
+
+# The Recall field catalog (v0.1). doc.size is stored but, as the spec says, not exposed.
+FIELDS: dict[str, FieldType] = {
+    "doc.id": "text",
+    "doc.path": "text",
+    "doc.mtime": "text",
+    "doc.hash": "text",
+    "doc.tag": "text",
+    "doc.source": "text",
+    "chunk.id": "text",
+    "chunk.doc_id": "text",
+    "chunk.offset": "number",
+    "chunk.tokens": "number",
+    "chunk.text": "text",
+}
+_COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+_PATTERN_OPS = ("LIKE", "GLOB")
+Value = str | int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    field: str
+    op: str  # = != < <= > >= LIKE GLOB
+    value: Value
+
+
+@dataclass(frozen=True, slots=True)
+class InList:
+    field: str
+    values: tuple[Value, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    operands: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    operands: tuple[Expr, ...]
+
+
+Expr = Comparison | InList | Not | And | Or
+
+
+def syntax_error(
+    token: Token, message: str, expected: str, hint: str | None = None
+) -> QuerySyntaxError:
+    return QuerySyntaxError(
+        f"{message}, found {token.describe()}",
+        line=token.line,
+        column=token.column,
+        expected=expected,
+        hint=hint,
+    )
+
+
+class Parser:
+    """A recursive-descent parser over a token list (RQL reuses it for its clauses)."""
+
+    def __init__(self, tokens: Sequence[Token]) -> None:
+        self.tokens = list(tokens)
+        self.pos = 0
+
+    @property
+    def current(self) -> Token:
+        return self.tokens[self.pos]
+
+    def advance(self) -> Token:
+        token = self.tokens[self.pos]
+        if token.kind != "end":
+            self.pos += 1
+        return token
+
+    def at_keyword(self, *words: str) -> bool:
+        token = self.current
+        return token.kind == "ident" and token.value.upper() in words
+
+    def at_punct(self, char: str) -> bool:
+        return self.current.kind == "punct" and self.current.value == char
+
+    def expect_keyword(self, word: str) -> Token:
+        if not self.at_keyword(word):
+            raise syntax_error(self.current, f"expected {word}", word)
+        return self.advance()
+
+    def expect_punct(self, char: str) -> Token:
+        if not self.at_punct(char):
+            raise syntax_error(self.current, f"expected {char!r}", repr(char))
+        return self.advance()
+
+    # -- FEL ------------------------------------------------------------------------------
+
+    def parse_expr(self) -> Expr:
+        operands = [self.parse_and()]
+        while self.at_keyword("OR"):
+            self.advance()
+            operands.append(self.parse_and())
+        return operands[0] if len(operands) == 1 else Or(tuple(operands))
+
+    def parse_and(self) -> Expr:
+        operands = [self.parse_term()]
+        while self.at_keyword("AND"):
+            self.advance()
+            operands.append(self.parse_term())
+        return operands[0] if len(operands) == 1 else And(tuple(operands))
+
+    def parse_term(self) -> Expr:
+        if self.at_keyword("NOT"):
+            self.advance()
+            return Not(self.parse_term())
+        if self.at_punct("("):
+            self.advance()
+            inner = self.parse_expr()
+            self.expect_punct(")")
+            return inner
+        return self.parse_predicate()
+
+    def parse_field(self) -> tuple[str, FieldType]:
+        token = self.current
+        if token.kind != "ident" or token.value.upper() in ("AND", "OR", "NOT", "IN"):
+            raise syntax_error(token, "expected a field", "a qualified field such as doc.path")
+        name = token.value.lower()
+        if "." not in name:
+            raise syntax_error(
+                token,
+                "filter fields must be qualified",
+                "doc.* or chunk.*",
+                hint=f"write doc.{name} or chunk.{name}; fields: {', '.join(FIELDS)}",
+            )
+        if name not in FIELDS:
+            raise syntax_error(
+                token, f"unknown field {token.value!r}", "a known field", hint=", ".join(FIELDS)
+            )
+        self.advance()
+        return name, FIELDS[name]
+
+    def parse_value(self, field: str, kind: FieldType, *, pattern: bool = False) -> Value:
+        token = self.current
+        if token.kind == "string":
+            if kind == "number" and not pattern:
+                raise syntax_error(
+                    token, f"{field} is a number", "a number", hint="remove the quotes"
+                )
+            self.advance()
+            return token.value
+        if token.kind == "number":
+            if kind == "text":
+                raise syntax_error(
+                    token, f"{field} is text", "a quoted string", hint=f"write '{token.value}'"
+                )
+            self.advance()
+            return _number(token)
+        raise syntax_error(token, "expected a value", "a quoted string or a number")
+
+    def parse_predicate(self) -> Expr:
+        field, kind = self.parse_field()
+        token = self.current
+        negated = False
+        if self.at_keyword("NOT"):
+            self.advance()
+            negated = True
+            if not self.at_keyword("IN"):
+                raise syntax_error(self.current, "expected IN after NOT", "IN")
+        if self.at_keyword("IN"):
+            self.advance()
+            self.expect_punct("(")
+            values = [self.parse_value(field, kind)]
+            while self.at_punct(","):
+                self.advance()
+                values.append(self.parse_value(field, kind))
+            self.expect_punct(")")
+            return InList(field, tuple(values), negated)
+        if token.kind == "op" and token.value in _COMPARISONS:
+            self.advance()
+            return Comparison(field, token.value, self.parse_value(field, kind))
+        if token.kind == "ident" and token.value.upper() in _PATTERN_OPS:
+            self.advance()
+            value = self.parse_value(field, "text", pattern=True)
+            return Comparison(field, token.value.upper(), value)
+        raise syntax_error(token, "expected an operator", "= != < <= > >= LIKE GLOB or IN")
+
+
+def _number(token: Token) -> int | float:
+    text = token.value.replace("_", "")
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise syntax_error(token, "malformed number", "a number such as 42 or 1.5") from None
+
+
+def parse_filter(text: str) -> Expr:
+    """Parse a FEL expression (the CLI's ``--filter``).
+
+    Raises:
+        QuerySyntaxError: with the line, column and what was expected.
+    """
+    tokens = tokenize(text)
+    parser = Parser(tokens)
+    if parser.current.kind == "end":
+        raise syntax_error(
+            parser.current, "the filter is empty", "a predicate such as doc.tag = 'x'"
+        )
+    expr = parser.parse_expr()
+    if parser.current.kind != "end":
+        raise syntax_error(parser.current, "unexpected text after the filter", "AND, OR or the end")
+    return expr
