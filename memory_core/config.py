@@ -89,6 +89,16 @@ class RulesSettings(_Section):
     modes: dict[str, dict[str, float]] = Field(default_factory=dict)
     extra_topics: dict[str, list[str]] = Field(default_factory=dict)
     extra_technologies: dict[str, list[str]] = Field(default_factory=dict)
+    extra_layer_keywords: dict[str, list[str]] = Field(
+        default_factory=dict, description="Layer -> extra detection keywords."
+    )
+    candidate_k: int = Field(
+        100, ge=1, le=4096, description="Candidates per retrieval arm (lexical, semantic)."
+    )
+    detection_cache_ttl_s: float = Field(
+        300.0, ge=0, description="How long a detected context is reused (Requirement 10.4)."
+    )
+    max_task_chars: int = Field(8000, ge=1, description="Longest task description accepted.")
 
 
 class HierarchySettings(_Section):

@@ -1,0 +1,257 @@
+"""Turn a parsed rule document into a write plan for the knowledge graph (pure).
+
+One document becomes: a ``resource`` row (kind ``rule_document``), one ``item`` per directive
+(kind ``directive``: the lexical and vector indexes come with it), and the entities and edges
+of the graph: rule, sections, topics, layers, severities, When-to-Apply conditions, code
+patterns and technologies, linked by AuthoritativeFor, Layer, Topic, Severity, WhenToApply,
+Related, HasSection, HasDirective, Contains and HasPattern edges (seed 003, Requirement 1.2).
+
+Directive uids derive from scope, path, directive key and content, so an unchanged directive
+keeps its id (and its vector) across re-ingests and a changed one is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_core.models import NewItem, content_hash, stable_id
+from memory_core.rules.topics import TopicNormalizer, canonical_topic
+from memory_core.tokens import TokenCounter
+from rules_parser import Directive, RuleDocument, infer_layer
+from rules_parser.vocabulary import FRAMEWORK_KEYWORDS, LANGUAGE_KEYWORDS, PLATFORM_KEYWORDS
+
+__all__ = [
+    "DIRECTIVE_KIND",
+    "RULE_DOCUMENT_KIND",
+    "DirectivePlan",
+    "DocumentPlan",
+    "build_plan",
+    "condition_key",
+    "directive_line",
+    "rule_key",
+]
+
+RULE_DOCUMENT_KIND = "rule_document"
+DIRECTIVE_KIND = "directive"
+_EMBED_DETAIL_CHARS = 400
+_TECH_LOOKUP: dict[str, tuple[str, str]] = {}
+for _category, _vocab in (
+    ("language", LANGUAGE_KEYWORDS),
+    ("framework", FRAMEWORK_KEYWORDS),
+    ("platform", PLATFORM_KEYWORDS),
+):
+    for _name, _keywords in _vocab.items():
+        for _keyword in (_name, *_keywords):
+            _TECH_LOOKUP.setdefault(_keyword, (_name, _category))
+
+
+def rule_key(name: str) -> str:
+    """The stable rule id: the rule name casefolded with words joined by ``-``."""
+    key = canonical_topic(name.replace(".", "-"))
+    return key or stable_id(name, length=12)
+
+
+def condition_key(text: str) -> str:
+    """Identity of a When-to-Apply condition: casefolded, whitespace collapsed."""
+    return re.sub(r"\s+", " ", text.casefold()).strip()[:300]
+
+
+def directive_line(severity: str, text: str) -> str:
+    """The compact rendered form of a directive (what the token count is stored for)."""
+    return f"- **{severity}** {text}"
+
+
+@dataclass(frozen=True)
+class DirectivePlan:
+    """One directive to store, with its graph edges by name."""
+
+    item: NewItem
+    embed_text: str
+    severity: str
+    layer: str
+    topics: tuple[str, ...]
+    when_to_apply: tuple[str, ...]
+    section_key: str
+    patterns: tuple[tuple[str, str], ...]  # (pattern key, display name)
+
+
+@dataclass(frozen=True)
+class DocumentPlan:
+    """Everything an upsert of one document writes."""
+
+    scope: str
+    uri: str
+    content_hash: str
+    rule_id: str
+    rule_name: str
+    resource_metadata: dict[str, Any]
+    sections: tuple[tuple[str, str, int], ...]  # (section key, display path, line)
+    directives: tuple[DirectivePlan, ...]
+    technologies: dict[str, str] = field(default_factory=dict)
+    pattern_count: int = 0
+
+
+def _section_key(uri: str, path: tuple[str, ...]) -> str:
+    return uri + "#" + "/".join(path)
+
+
+def _technologies(document: RuleDocument) -> dict[str, str]:
+    found: dict[str, str] = {}
+    words = [document.title or "", *document.topics, *document.authoritative_for]
+    words += [p.language or "" for p in document.patterns]
+    for word in words:
+        for token in re.findall(r"[\w#.+-]+", word.casefold()):
+            hit = _TECH_LOOKUP.get(token)
+            if hit:
+                found[hit[0]] = hit[1]
+    return found
+
+
+def _embed_text(document: RuleDocument, directive: Directive) -> str:
+    leaf = directive.section_path[-2] if len(directive.section_path) > 1 else ""
+    parts = [document.title or document.rule_name]
+    if leaf and leaf.casefold() not in ("directives", "rules"):
+        parts.append(leaf)
+    parts.append(directive.text)
+    extra = " ".join(x for x in (directive.detail, directive.rationale) if x)
+    if extra:
+        parts.append(extra[:_EMBED_DETAIL_CHARS])
+    return ". ".join(parts)
+
+
+def _index_text(directive: Directive) -> str:
+    parts = [directive.text]
+    parts += [x for x in (directive.detail, directive.rationale) if x]
+    parts += list(directive.anti_patterns)
+    return "\n".join(parts)
+
+
+def _effective_layer(document: RuleDocument, directive: Directive) -> str:
+    if directive.layer:
+        return directive.layer
+    if document.layer:
+        return document.layer
+    # Foreign formats carry no layer: infer one from the wording, else it applies everywhere.
+    return infer_layer(" ".join((*directive.section_path[1:], directive.text))) or "*"
+
+
+def build_plan(
+    document: RuleDocument,
+    *,
+    scope: str,
+    uri: str,
+    tokens: TokenCounter,
+    topics: TopicNormalizer,
+) -> DocumentPlan:
+    """Build the write plan for ``document`` stored at ``uri`` in ``scope``.
+
+    Args:
+        document: the parsed document.
+        scope: the scope it goes to.
+        uri: the path recorded for citations (relative to its root).
+        tokens: counts each directive's rendered line once, at ingest.
+        topics: normalises topic names against the scope's known topics.
+
+    Returns:
+        The plan (no I/O happened).
+    """
+    rid = rule_key(document.rule_name)
+    doc_topics = topics.normalize_all(document.topics)
+    authoritative = topics.normalize_all(document.authoritative_for)
+    doc_conditions = tuple(c for c in document.when_to_apply if c.strip())
+    sections = tuple(
+        (_section_key(uri, s.path), " > ".join(s.path), s.line) for s in document.sections
+    )
+    section_keys = {s[0] for s in sections}
+    lines = tokens.count_many([directive_line(d.severity, d.text) for d in document.directives])
+    plans: list[DirectivePlan] = []
+    for directive, line_tokens in zip(document.directives, lines, strict=True):
+        layer = _effective_layer(document, directive)
+        d_topics = topics.normalize_all(directive.topics or document.topics)
+        conditions = tuple(c for c in directive.when_to_apply if c.strip())
+        section_path = directive.section_path
+        # The deepest heading that is a section (template directives are headings themselves).
+        section_key = _section_key(uri, section_path)
+        if section_key not in section_keys and len(section_path) > 1:
+            section_key = _section_key(uri, section_path[:-1])
+        patterns = tuple(
+            (content_hash(f"{p.language}\n{p.code}")[:24], (p.language or "text") + " example")
+            for p in directive.examples
+        )
+        metadata = {
+            "rule_id": rid,
+            "directive_key": directive.directive_key,
+            "statement": directive.text,
+            "severity": directive.severity,
+            "severity_source": directive.severity_source,
+            "layer": layer,
+            "topics": list(d_topics),
+            "when_to_apply": list(conditions),
+            "section_path": list(section_path),
+            "rationale": directive.rationale,
+            "detail": directive.detail,
+            "anti_patterns": list(directive.anti_patterns),
+            "examples": [
+                {"language": e.language, "code": e.code, "anti_pattern": e.is_anti_pattern}
+                for e in directive.examples
+            ],
+        }
+        digest = content_hash(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+        tags = [s for s in section_path if s.casefold() not in ("directives", "rules")]
+        tags += list(d_topics) + list(conditions)
+        item = NewItem(
+            uid=stable_id("directive", scope, uri, directive.directive_key, digest),
+            kind=DIRECTIVE_KIND,
+            text=_index_text(directive),
+            token_count=line_tokens,
+            scope=scope,
+            content_hash=digest,
+            start_line=directive.line_start,
+            end_line=directive.line_end,
+            importance={"MUST": 1.0, "SHOULD": 0.66, "MAY": 0.33}[directive.severity],
+            tags=tuple(dict.fromkeys(tags)),
+            metadata=metadata,
+        )
+        plans.append(
+            DirectivePlan(
+                item=item,
+                embed_text=_embed_text(document, directive),
+                severity=directive.severity,
+                layer=layer,
+                topics=d_topics,
+                when_to_apply=conditions,
+                section_key=section_key if section_key in section_keys else "",
+                patterns=patterns,
+            )
+        )
+    resource_metadata = {
+        "rule_id": rid,
+        "rule_name": document.rule_name,
+        "title": document.title,
+        "format": document.format,
+        "layer": document.layer,
+        "topics": list(doc_topics),
+        "authoritative_for": list(authoritative),
+        "default_severity": document.default_severity,
+        "when_to_apply": list(doc_conditions),
+        "related_rules": [rule_key(r) for r in document.related_rules if rule_key(r)],
+        "globs": list(document.globs),
+        "always_apply": document.always_apply,
+        "description": document.description,
+        "mode": document.mode,
+    }
+    return DocumentPlan(
+        scope=scope,
+        uri=uri,
+        content_hash=document.content_hash,
+        rule_id=rid,
+        rule_name=document.rule_name,
+        resource_metadata=resource_metadata,
+        sections=sections,
+        directives=tuple(plans),
+        technologies=_technologies(document),
+        pattern_count=len(document.patterns),
+    )

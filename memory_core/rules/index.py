@@ -1,0 +1,126 @@
+"""The in-memory view of one scope's rules graph that the ranker reads.
+
+Loading every directive's metadata once per graph version makes graph expansion and scoring
+dictionary work instead of per-candidate queries. The index is rebuilt when the scope's graph
+version (bumped by every write, in any process) changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from memory_core.rules.dictionaries import Dictionaries
+from memory_core.rules.scoring import condition_terms
+from memory_core.rules.topics import expand_topics
+from memory_core.storage.sqlite.rules import DirectiveRow, RuleRow
+
+__all__ = ["DirectiveIndex", "IndexedDirective", "IndexedRule", "build_index"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedRule:
+    rule_id: str
+    name: str
+    title: str | None
+    layer: str | None
+    authoritative_for: frozenset[str]
+    topics: tuple[str, ...]
+    conditions: tuple[str, ...]
+    condition_terms: tuple[tuple[tuple[str, float], ...], ...]
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedDirective:
+    item_id: int
+    uid: str
+    rule_id: str
+    statement: str
+    severity: str
+    layer: str
+    topics: tuple[str, ...]
+    topic_set: frozenset[str]  # with broad parents
+    conditions: tuple[str, ...]  # directive-level, then rule-level
+    condition_terms: tuple[tuple[tuple[str, float], ...], ...]
+    token_count: int
+    uri: str
+    line_start: int | None
+    line_end: int | None
+    section: tuple[str, ...]
+
+
+@dataclass
+class DirectiveIndex:
+    """Directives and rules of one scope at one graph version."""
+
+    version: int
+    directives: dict[int, IndexedDirective] = field(default_factory=dict)
+    rules: dict[str, IndexedRule] = field(default_factory=dict)
+    by_rule: dict[str, list[int]] = field(default_factory=dict)
+    by_topic: dict[str, list[int]] = field(default_factory=dict)
+    wildcard: list[int] = field(default_factory=list)
+    dictionaries: Dictionaries | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.directives)
+
+
+def build_index(
+    version: int, rows: Sequence[DirectiveRow], rules: Sequence[RuleRow]
+) -> DirectiveIndex:
+    """Build the index from stored rows (pure)."""
+    index = DirectiveIndex(version=version)
+    for rule in rules:
+        meta = rule.metadata
+        conditions = tuple(meta.get("when_to_apply") or ())
+        index.rules[rule.rule_id] = IndexedRule(
+            rule_id=rule.rule_id,
+            name=str(meta.get("rule_name") or rule.name),
+            title=meta.get("title"),
+            layer=meta.get("layer"),
+            authoritative_for=frozenset(meta.get("authoritative_for") or ()),
+            topics=tuple(meta.get("topics") or ()),
+            conditions=conditions,
+            condition_terms=tuple(condition_terms(c) for c in conditions),
+            sources=tuple(meta.get("sources") or ()),
+        )
+    terms_cache: dict[str, tuple[tuple[str, float], ...]] = {}
+    for row in rows:
+        meta = row.metadata
+        rule_id = str(meta.get("rule_id", ""))
+        rule = index.rules.get(rule_id)
+        own = tuple(meta.get("when_to_apply") or ())
+        conditions = own + (rule.conditions if rule else ())
+        terms = []
+        for condition in own:
+            if condition not in terms_cache:
+                terms_cache[condition] = condition_terms(condition)
+            terms.append(terms_cache[condition])
+        all_terms = tuple(terms) + (rule.condition_terms if rule else ())
+        topics = tuple(meta.get("topics") or ())
+        directive = IndexedDirective(
+            item_id=row.item_id,
+            uid=row.uid,
+            rule_id=rule_id,
+            statement=str(meta.get("statement", "")),
+            severity=str(meta.get("severity", "SHOULD")),
+            layer=str(meta.get("layer") or "*"),
+            topics=topics,
+            topic_set=expand_topics(topics),
+            conditions=conditions,
+            condition_terms=all_terms,
+            token_count=row.token_count,
+            uri=row.uri,
+            line_start=row.start_line,
+            line_end=row.end_line,
+            section=tuple(meta.get("section_path") or ()),
+        )
+        index.directives[row.item_id] = directive
+        index.by_rule.setdefault(rule_id, []).append(row.item_id)
+        for topic in directive.topic_set:
+            index.by_topic.setdefault(topic, []).append(row.item_id)
+        if directive.layer == "*":
+            index.wildcard.append(row.item_id)
+    return index

@@ -1,0 +1,81 @@
+"""Path validation for rule ingestion: no traversal, no symlink escape (Requirement 13.3).
+
+A path is accepted only when its fully resolved location (every symlink followed) lies inside
+one of the allowed roots. The path recorded for citations is the one relative to that root,
+so the same project ingested from two checkouts cites the same paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from memory_core.errors import InvalidInputError, PathNotAllowedError
+
+__all__ = ["display_path", "resolve_allowed", "validate_virtual_path"]
+
+
+def resolve_allowed(path: str | Path, roots: Sequence[Path], *, cwd: Path) -> tuple[Path, Path]:
+    """Resolve ``path`` (relative to ``cwd``) and check it stays inside an allowed root.
+
+    Returns:
+        (resolved path, the root containing it).
+
+    Raises:
+        PathNotAllowedError: the resolved path (after ``..`` and symlinks) is outside every root.
+        InvalidInputError: the path is empty or contains a NUL byte.
+    """
+    text = str(path)
+    if not text.strip() or "\x00" in text:
+        raise InvalidInputError(
+            f"invalid rule document path {text[:80]!r}", hint="pass a file or folder path"
+        )
+    candidate = Path(text).expanduser()
+    if not candidate.is_absolute():
+        candidate = cwd / candidate
+    resolved = candidate.resolve(strict=False)
+    for root in roots:
+        real_root = root.resolve(strict=False)
+        if resolved == real_root or resolved.is_relative_to(real_root):
+            return resolved, real_root
+    raise PathNotAllowedError(
+        f"path {text[:200]!r} resolves to {str(resolved)[:200]!r}, outside the allowed roots "
+        + ", ".join(str(r) for r in roots),
+        hint="ingest files inside the project, or add the folder to rules.allowed_roots "
+        "in memoir.toml",
+    )
+
+
+def display_path(resolved: Path, root: Path) -> str:
+    """The path recorded in the graph: relative to its root, POSIX separators."""
+    try:
+        relative = resolved.relative_to(root)
+    except ValueError:
+        return resolved.as_posix()
+    text = relative.as_posix()
+    return text if text != "." else resolved.name
+
+
+def validate_virtual_path(path: str) -> str:
+    """Check the path given with raw markdown content (MCP ``upsert_text``).
+
+    Returns:
+        The normalised POSIX relative path.
+
+    Raises:
+        PathNotAllowedError: absolute, or climbing out with ``..``.
+        InvalidInputError: empty or with control characters.
+    """
+    text = path.strip().replace("\\", "/")
+    if not text or any(ord(c) < 32 for c in text):
+        raise InvalidInputError(
+            f"invalid document path {path[:80]!r}",
+            hint="name the document like a relative file path, e.g. 'rules/api.md'",
+        )
+    pure = PurePosixPath(text)
+    if pure.is_absolute() or ".." in pure.parts or (len(text) > 1 and text[1] == ":"):
+        raise PathNotAllowedError(
+            f"document path {path[:200]!r} must be relative and must not contain '..'",
+            hint="use a path relative to the project root, e.g. 'rules/api.md'",
+        )
+    return pure.as_posix()

@@ -1,0 +1,247 @@
+"""The seed-003 weighted score, one signal per term, with weights from configuration.
+
+    Score = Authority × 10 + WhenToApply × 8 + LayerMatch × 7 + TopicOverlap × 5
+            + SeverityBoost × 4 + SemanticSim × 3                      (Requirement 3.2)
+
+Signals are 0..1 except SeverityBoost (MUST=3, SHOULD=2, MAY=1, Requirement 3.7). Two are
+graded where the spec is binary, because a grade ranks better and reduces to the spec's value
+in its clear cases: WhenToApply is the best share of a condition's content words found in the
+task (1 when a condition is fully met), and LayerMatch gives a secondary candidate layer its
+confidence relative to the detected one (1 for the detected layer and for ``*``, as specified).
+Mode slugs shift weights (and add topics) per a table that ``[rules.modes]`` can override.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from memory_core.errors import ConfigError
+from memory_core.rules.detection import STOPWORDS
+from memory_core.rules.dictionaries import tokenize
+from memory_core.rules.models import ScoreBreakdown
+from memory_core.rules.topics import stem
+
+__all__ = [
+    "MODE_TOPICS",
+    "MODE_WEIGHTS",
+    "SIGNALS",
+    "SPEC_WEIGHTS",
+    "QueryFeatures",
+    "condition_terms",
+    "content_stems",
+    "resolve_weights",
+    "score_directive",
+    "when_to_apply_match",
+]
+
+SIGNALS: Final = (
+    "authority",
+    "when_to_apply",
+    "layer_match",
+    "topic_overlap",
+    "severity_boost",
+    "semantic_sim",
+)
+SPEC_WEIGHTS: Final = MappingProxyType(
+    {
+        "authority": 10.0,
+        "when_to_apply": 8.0,
+        "layer_match": 7.0,
+        "topic_overlap": 5.0,
+        "severity_boost": 4.0,
+        "semantic_sim": 3.0,
+    }
+)
+# Absolute weights per mode (only the ones that change); [rules.modes] overrides these.
+MODE_WEIGHTS: Final = MappingProxyType(
+    {
+        "code": MappingProxyType({}),
+        "architect": MappingProxyType(
+            {"authority": 12.0, "layer_match": 9.0, "topic_overlap": 6.0, "severity_boost": 3.0}
+        ),
+        "debug": MappingProxyType(
+            {"when_to_apply": 9.0, "semantic_sim": 6.0, "severity_boost": 3.0}
+        ),
+        "test": MappingProxyType({"topic_overlap": 7.0, "layer_match": 8.0}),
+        "ask": MappingProxyType({"semantic_sim": 5.0, "severity_boost": 3.0}),
+        "review": MappingProxyType({"severity_boost": 5.0, "authority": 11.0}),
+    }
+)
+# Topics a mode cares about whatever the task says (architect mode: architectural patterns).
+MODE_TOPICS: Final = MappingProxyType(
+    {
+        "architect": ("architecture",),
+        "debug": ("error-handling", "logging"),
+        "test": ("testing",),
+        "review": ("security",),
+    }
+)
+_SEVERITY_POINTS: Final = MappingProxyType({"MUST": 3.0, "SHOULD": 2.0, "MAY": 1.0})
+# Generic verbs say little about whether a condition applies ("adding", "changing").
+_WEAK_WORDS: Final = frozenset(
+    stem(w)
+    for w in [
+        "add",
+        "adding",
+        "change",
+        "changing",
+        "create",
+        "creating",
+        "write",
+        "writing",
+        "update",
+        "updating",
+        "make",
+        "new",
+        "use",
+        "using",
+        "code",
+        "work",
+        "working",
+        "implement",
+        "implementing",
+        "any",
+    ]
+)
+_WEAK_WEIGHT = 0.3
+
+
+def resolve_weights(
+    mode: str | None,
+    *,
+    configured: Mapping[str, float],
+    configured_modes: Mapping[str, Mapping[str, float]],
+) -> tuple[dict[str, float], str | None]:
+    """The weights for a query: spec defaults < ``[rules] weights`` < the mode's table.
+
+    Returns:
+        (weights, warning) where warning names an unknown mode (defaults are then used).
+
+    Raises:
+        ConfigError: a configured weight names an unknown signal or is negative.
+    """
+    weights = dict(SPEC_WEIGHTS)
+    for source in (configured, *configured_modes.values()):
+        for key, value in source.items():
+            if key not in SPEC_WEIGHTS or value < 0:
+                raise ConfigError(
+                    f"invalid rules weight {key!r} = {value!r}",
+                    hint="use non-negative numbers for: " + ", ".join(SIGNALS),
+                )
+    weights.update(configured)
+    if mode is None:
+        return weights, None
+    slug = mode.strip().casefold()
+    table = configured_modes.get(slug, MODE_WEIGHTS.get(slug))
+    if table is None:
+        known = sorted({*MODE_WEIGHTS, *configured_modes})
+        return weights, f"unknown mode {mode!r}; default weights used (known: {', '.join(known)})"
+    weights.update(table)
+    return weights, None
+
+
+def content_stems(text: str) -> frozenset[str]:
+    """Stems of the non-stopword tokens of ``text``."""
+    return frozenset(stem(t) for t in tokenize(text) if t not in STOPWORDS and len(t) > 1)
+
+
+def condition_terms(text: str) -> tuple[tuple[str, float], ...]:
+    """A When-to-Apply condition as weighted stems (generic verbs weigh less)."""
+    return tuple(
+        (s, _WEAK_WEIGHT if s in _WEAK_WORDS else 1.0) for s in sorted(content_stems(text))
+    )
+
+
+def when_to_apply_match(
+    conditions: tuple[tuple[tuple[str, float], ...], ...], task: frozenset[str]
+) -> tuple[float, int]:
+    """Best share of a condition's (weighted) words present in the task.
+
+    Returns:
+        (score 0..1, index of the best condition or -1). A condition matching only generic
+        verbs scores 0.
+    """
+    best, best_index = 0.0, -1
+    for index, terms in enumerate(conditions):
+        total = sum(w for _, w in terms)
+        if not total:
+            continue
+        hit = sum(w for s, w in terms if s in task)
+        strong = any(w == 1.0 and s in task for s, w in terms)
+        if strong and hit / total > best:
+            best, best_index = hit / total, index
+    return round(best, 4), best_index
+
+
+@dataclass(frozen=True)
+class QueryFeatures:
+    """What the scorer needs to know about the task."""
+
+    layer: str | None
+    layer_confidence: Mapping[str, float]
+    topics: frozenset[str]  # detected topics with their broad parents
+    task_stems: frozenset[str]
+
+
+def score_directive(
+    *,
+    severity: str,
+    layer: str,
+    topics: frozenset[str],
+    conditions: tuple[tuple[tuple[str, float], ...], ...],
+    condition_texts: tuple[str, ...],
+    rule_authoritative_for: frozenset[str],
+    semantic: float | None,
+    query: QueryFeatures,
+    weights: Mapping[str, float],
+) -> ScoreBreakdown:
+    """Score one directive against the task (pure; Requirements 3.2–3.8).
+
+    Returns:
+        The breakdown: every signal, the weights, the total and human-readable reasons.
+    """
+    reasons: list[str] = []
+    authority_topics = sorted(rule_authoritative_for & query.topics)
+    authority = 1.0 if authority_topics else 0.0
+    if authority:
+        reasons.append("rule is authoritative for " + ", ".join(authority_topics))
+    wta, which = when_to_apply_match(conditions, query.task_stems)
+    if which >= 0:
+        reasons.append(f"when to apply: {condition_texts[which][:80]!r} ({wta:.2f})")
+    if layer == "*":
+        layer_match = 1.0
+        reasons.append("applies to every layer (*)")
+    elif query.layer is not None and layer == query.layer:
+        layer_match = 1.0
+        reasons.append(f"layer {layer} matches")
+    else:
+        top = max(query.layer_confidence.values(), default=0.0)
+        share = query.layer_confidence.get(layer, 0.0)
+        layer_match = round(share / top, 4) if top else 0.0
+        if layer_match:
+            reasons.append(f"layer {layer} is a candidate ({layer_match:.2f})")
+    union = topics | query.topics
+    shared = topics & query.topics
+    overlap = round(len(shared) / len(union), 4) if union else 0.0
+    if shared:
+        reasons.append("topics: " + ", ".join(sorted(shared)))
+    severity_boost = _SEVERITY_POINTS.get(severity, 1.0)
+    sim = 0.0 if semantic is None else round(max(0.0, min(1.0, float(semantic))), 4)
+    if sim:
+        reasons.append(f"semantic similarity {sim:.2f}")
+    values = {
+        "authority": authority,
+        "when_to_apply": wta,
+        "layer_match": layer_match,
+        "topic_overlap": overlap,
+        "severity_boost": severity_boost,
+        "semantic_sim": sim,
+    }
+    total = round(sum(values[k] * weights.get(k, 0.0) for k in SIGNALS), 4)
+    # model_construct: values are built here and already valid; ranking scores thousands.
+    return ScoreBreakdown.model_construct(
+        **values, weights=dict(weights), total=total, reasons=reasons
+    )

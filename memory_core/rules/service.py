@@ -1,0 +1,748 @@
+"""``RulesService``: the rules knowledge graph behind the CLI and the MCP tools.
+
+Upsert (Requirement 7) parses rule files, plans graph writes and embeds new directives, then
+writes each document in one transaction. Detection (Requirements 2, 6) and ranking
+(Requirements 3, 4, 5) read an in-memory index of the scope's directives that is rebuilt only
+when the graph version changes, so a query costs one lexical statement, one vector KNN and
+some dictionary work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import structlog
+
+from memory_core.errors import (
+    EmbeddingError,
+    EmptyKnowledgeGraphError,
+    InvalidInputError,
+    MemoirError,
+    NotFoundError,
+)
+from memory_core.retrieval.fts import build_match
+from memory_core.rules.context_block import pack_directives, render_header
+from memory_core.rules.detection import (
+    STOPWORDS,
+    DetectionCache,
+    detect_context,
+    validate_task,
+)
+from memory_core.rules.dictionaries import build_dictionaries, tokenize
+from memory_core.rules.graph import DIRECTIVE_KIND, DocumentPlan, build_plan, rule_key
+from memory_core.rules.index import DirectiveIndex, IndexedDirective, build_index
+from memory_core.rules.log_safety import sanitize_for_log
+from memory_core.rules.models import (
+    DetectedContext,
+    DirectiveDetail,
+    DirectiveQueryResult,
+    DocumentReport,
+    QueryDiagnostics,
+    RankedDirective,
+    RemoveReport,
+    RetrievalStats,
+    RuleDetail,
+    RuleSummary,
+    ScoreBreakdown,
+    UpsertIssue,
+    UpsertReport,
+)
+from memory_core.rules.paths import display_path, resolve_allowed, validate_virtual_path
+from memory_core.rules.scoring import (
+    MODE_TOPICS,
+    QueryFeatures,
+    content_stems,
+    resolve_weights,
+    score_directive,
+)
+from memory_core.rules.topics import TopicNormalizer, expand_topics
+from memory_core.scope import find_project_root
+from memory_core.storage.sqlite import items as item_sql
+from memory_core.storage.sqlite import rules as rules_sql
+
+__all__ = ["RulesService"]
+
+log = structlog.get_logger(__name__)
+
+_SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
+
+
+class RulesService:
+    """Rules knowledge graph: upsert, detect context, rank directives within a budget.
+
+    Args:
+        ctx: the facade's :class:`~memory_core.service.CoreContext` (settings, store,
+            embedder, token counter).
+        cwd: the working directory for relative paths and the default allowed root.
+    """
+
+    def __init__(self, ctx: Any, *, cwd: Path | None = None) -> None:
+        self._ctx = ctx
+        self._settings = ctx.settings.rules
+        self._cwd = cwd or Path.cwd()
+        self._indexes: dict[str, DirectiveIndex] = {}
+        self._index_locks: dict[str, anyio.Lock] = {}
+        self._detections = DetectionCache(ttl_s=self._settings.detection_cache_ttl_s)
+
+    @property
+    def detection_cache(self) -> DetectionCache:
+        """The detection cache (exposed for diagnostics and tests)."""
+        return self._detections
+
+    # -- upsert ------------------------------------------------------------------------------
+
+    def _roots(self, allowed_roots: Sequence[str] | None) -> list[Path]:
+        if allowed_roots:
+            return [self._absolute(r) for r in allowed_roots]
+        roots = [self._absolute(r) for r in self._settings.allowed_roots]
+        roots.append(find_project_root(self._cwd))
+        return roots
+
+    def _absolute(self, path: str) -> Path:
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else self._cwd / candidate
+
+    async def upsert_markdown(
+        self,
+        paths: Sequence[str],
+        *,
+        scope: str,
+        overwrite: bool = False,
+        allowed_roots: Sequence[str] | None = None,
+    ) -> UpsertReport:
+        """Ingest rule files (or folders, walked for every supported format).
+
+        Each document is validated, planned, embedded and written in its own transaction; a
+        bad document (unreadable, outside the allowed roots, unparsable) is reported and the
+        others continue (Requirements 7.5, 7.6).
+
+        Args:
+            paths: files or folders.
+            scope: the scope to write to.
+            overwrite: replace rules of the same name from other documents (else merge).
+            allowed_roots: folders paths must resolve into (default: ``rules.allowed_roots``
+                and the project root of the working directory).
+
+        Returns:
+            Statistics (Requirement 7.4), warnings and per-document outcomes.
+
+        Raises:
+            InvalidInputError: no path was given.
+        """
+        if not paths:
+            raise InvalidInputError(
+                "no rule document paths given", hint="pass one or more files or folders"
+            )
+        started = time.perf_counter()
+        roots = self._roots(allowed_roots)
+        from rules_parser import discover_rule_files, load
+
+        def read_all() -> list[tuple[str, Any]]:
+            loaded: list[tuple[str, Any]] = []
+            for raw in paths:
+                try:
+                    resolved, root = resolve_allowed(raw, roots, cwd=self._cwd)
+                except MemoirError as exc:
+                    loaded.append((str(raw), exc))
+                    continue
+                files = discover_rule_files(resolved) if resolved.is_dir() else [resolved]
+                for file in files:
+                    try:
+                        real, file_root = resolve_allowed(file, roots, cwd=self._cwd)
+                    except MemoirError as exc:
+                        loaded.append((str(file), exc))
+                        continue
+                    shown = display_path(real, file_root)
+                    loaded.append((shown, load(real, display_path=shown)))
+            return loaded
+
+        loaded = await anyio.to_thread.run_sync(read_all)
+        return await self._ingest(loaded, scope=scope, overwrite=overwrite, started=started)
+
+    async def upsert_text(
+        self, text: str, *, path: str, scope: str, overwrite: bool = False
+    ) -> UpsertReport:
+        """Ingest raw markdown content (the MCP case: the client sends the text).
+
+        Args:
+            text: the document.
+            path: the path to record (relative, no ``..``); also drives format detection.
+            scope: the scope to write to.
+            overwrite: replace rules of the same name from other documents (else merge).
+
+        Raises:
+            InvalidInputError: empty text or an invalid path.
+            PathNotAllowedError: an absolute path or one with ``..``.
+        """
+        from rules_parser import parse
+
+        started = time.perf_counter()
+        shown = validate_virtual_path(path)
+        if not text or not text.strip():
+            raise InvalidInputError(
+                f"the rule document {shown!r} is empty", hint="send the markdown content"
+            )
+        result = parse(text, shown)
+        return await self._ingest(
+            [(shown, result)], scope=scope, overwrite=overwrite, started=started
+        )
+
+    async def _ingest(
+        self, loaded: list[tuple[str, Any]], *, scope: str, overwrite: bool, started: float
+    ) -> UpsertReport:
+        store = self._ctx.store
+        known_topics, _ = await store.db.read(rules_sql.learned_terms, scope)
+        normalizer = TopicNormalizer(known_topics)
+        warnings: list[str] = []
+        issues: list[UpsertIssue] = []
+        documents: list[DocumentReport] = []
+        plans: list[DocumentPlan] = []
+        secrets_flagged = 0
+        for shown, result in loaded:
+            if isinstance(result, MemoirError):
+                warnings.append(f"{shown}: error: {result.message}")
+                documents.append(DocumentReport(path=shown, status="failed", error=result.message))
+                continue
+            for issue in result.issues:
+                issues.append(
+                    UpsertIssue(
+                        path=issue.path,
+                        line=issue.line,
+                        field=issue.field,
+                        message=issue.message,
+                        severity=issue.severity,
+                    )
+                )
+                if issue.field == "secret":
+                    secrets_flagged += 1
+                    warnings.append(f"SECURITY: {issue}")
+                else:
+                    warnings.append(str(issue))
+            document = result.document
+            if document is None:
+                error = "; ".join(i.message for i in result.errors) or "nothing could be parsed"
+                documents.append(DocumentReport(path=shown, status="failed", error=error))
+                continue
+            if not document.directives:
+                warnings.append(f"{shown}: warning: no directives found; document skipped")
+                documents.append(
+                    DocumentReport(path=shown, status="skipped", format=document.format)
+                )
+                continue
+            plans.append(
+                build_plan(
+                    document, scope=scope, uri=shown, tokens=self._ctx.tokens, topics=normalizer
+                )
+            )
+
+        def states(conn: Any) -> list[tuple[str | None, set[str]]]:
+            return [rules_sql.document_state(conn, scope, p.uri) for p in plans]
+
+        stored = await store.db.read(states)
+        to_embed: list[tuple[str, str]] = []
+        for plan, (stored_hash, uids) in zip(plans, stored, strict=True):
+            if stored_hash == plan.content_hash and not overwrite:
+                continue
+            to_embed += [
+                (d.item.uid, d.embed_text) for d in plan.directives if d.item.uid not in uids
+            ]
+        vectors: dict[str, np.ndarray] = {}
+        if to_embed:
+            try:
+                matrix = await self._ctx.embedder.embed_documents([t for _, t in to_embed])
+                vectors = {uid: matrix[i] for i, (uid, _) in enumerate(to_embed)}
+            except EmbeddingError as exc:
+                # Requirement 11.2: keep the directives, searchable by keywords.
+                warnings.append(
+                    f"embeddings failed ({exc.message}); directives stored without vectors, "
+                    "keyword matching only until `memoir reembed`"
+                )
+
+        totals = dict.fromkeys(
+            (
+                "rules_upserted",
+                "sections_created",
+                "directives_added",
+                "directives_removed",
+                "directives_unchanged",
+                "relations_established",
+            ),
+            0,
+        )
+        patterns = 0
+        for plan in plans:
+            written = await store.db.write(rules_sql.upsert_document, plan, vectors, overwrite)
+            for key in totals:
+                totals[key] += getattr(written, key)
+            if written.status != "unchanged":
+                patterns += plan.pattern_count
+            documents.append(
+                DocumentReport(
+                    path=plan.uri,
+                    status=written.status,  # type: ignore[arg-type]
+                    rule_id=plan.rule_id,
+                    format=plan.resource_metadata.get("format"),
+                    directives=written.directives_total,
+                )
+            )
+        failed = sum(1 for d in documents if d.status == "failed")
+        took = round((time.perf_counter() - started) * 1000, 2)
+        report = UpsertReport(
+            **totals,
+            patterns_extracted=patterns,
+            documents_processed=len(documents),
+            documents_failed=failed,
+            warnings=warnings,
+            issues=issues,
+            documents=documents,
+            took_ms=took,
+        )
+        # Requirement 12.3 / 13.1: counts only, never document text.
+        log.info(
+            "rules upserted",
+            scope=scope,
+            documents=len(documents),
+            succeeded=len(documents) - failed,
+            failed=failed,
+            warnings=len(warnings),
+            secrets_flagged=secrets_flagged,
+            directives_added=totals["directives_added"],
+            directives_removed=totals["directives_removed"],
+            took_ms=took,
+        )
+        if secrets_flagged:
+            log.warning("possible secrets in rule documents", scope=scope, count=secrets_flagged)
+        return report
+
+    # -- index -------------------------------------------------------------------------------
+
+    async def _index(self, scope: str) -> DirectiveIndex:
+        db = self._ctx.store.db
+        version = await db.read(rules_sql.graph_version, scope)
+        cached = self._indexes.get(scope)
+        if cached is not None and cached.version == version:
+            return cached
+        lock = self._index_locks.setdefault(scope, anyio.Lock())
+        async with lock:
+            cached = self._indexes.get(scope)
+            if cached is not None and cached.version == version:
+                return cached
+
+            def load(conn: Any) -> tuple[int, Any, Any, Any]:
+                return (
+                    rules_sql.graph_version(conn, scope),
+                    rules_sql.load_directive_rows(conn, scope),
+                    rules_sql.load_rules(conn, scope),
+                    rules_sql.learned_terms(conn, scope),
+                )
+
+            current, rows, rules, (topics, techs) = await db.read(load)
+
+            def build() -> DirectiveIndex:
+                index = build_index(current, rows, rules)
+                index.dictionaries = build_dictionaries(
+                    self._settings, learned_topics=topics, learned_technologies=techs
+                )
+                return index
+
+            index = await anyio.to_thread.run_sync(build)
+            self._indexes[scope] = index
+            return index
+
+    # -- detection ---------------------------------------------------------------------------
+
+    async def _detect(
+        self, task: str, index: DirectiveIndex, scope: str, return_keywords: bool
+    ) -> DetectedContext:
+        key = (scope, index.version, task, return_keywords)
+        cached = self._detections.get(key)
+        if cached is not None:
+            return cached
+        assert index.dictionaries is not None
+        detected = detect_context(task, index.dictionaries, return_keywords=return_keywords)
+        self._detections.put(key, detected)
+        return detected
+
+    async def detect_context(
+        self, task: str, *, scope: str, return_keywords: bool = False
+    ) -> DetectedContext:
+        """Detect the layer, topics and technologies of a task (Requirements 2 and 6).
+
+        Works on an empty graph too (built-in dictionaries); the graph's own topics and
+        technologies are learned once rules are ingested. Results are cached (5 min).
+
+        Args:
+            task: the task description.
+            scope: whose learned dictionaries to use.
+            return_keywords: also return action words and domain terms.
+
+        Raises:
+            InvalidInputError: the task is empty or too long.
+        """
+        started = time.perf_counter()
+        text = validate_task(task, max_chars=self._settings.max_task_chars)
+        index = await self._index(scope)
+        detected = await self._detect(text, index, scope, return_keywords)
+        log.debug(
+            "context detected",
+            task=sanitize_for_log(text),
+            layer=detected.detected_layer,
+            topics=detected.topics[:6],
+            confidence=detected.confidence,
+            took_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return detected
+
+    # -- query ---------------------------------------------------------------------------------
+
+    async def query_directives(
+        self,
+        task: str,
+        *,
+        scope: str,
+        token_budget: int | None = None,
+        max_items: int | None = None,
+        strict_layer: bool = False,
+        mode_slug: str | None = None,
+        include_breadcrumbs: bool = False,
+    ) -> DirectiveQueryResult:
+        """The directives that matter for a task, ranked, explained, within a token budget.
+
+        Args:
+            task: the task description.
+            scope: the scope to read.
+            token_budget: tokens for the context block (default ``rules.token_budget``, 900).
+            max_items: the most directives to return (default ``rules.max_items``).
+            strict_layer: drop directives of other layers (wildcard ``*`` ones stay).
+            mode_slug: the agent's mode (architect, code, debug, test, ask, review) to shift
+                weights per ``[rules.modes]``.
+            include_breadcrumbs: add source path, lines and section under each directive.
+
+        Returns:
+            The context block, the ranked directives with score breakdowns, citations and
+            diagnostics.
+
+        Raises:
+            InvalidInputError: empty task, or a non-positive budget / max_items.
+            EmptyKnowledgeGraphError: no rules in this scope yet (Requirement 11.1).
+        """
+        started = time.perf_counter()
+        text = validate_task(task, max_chars=self._settings.max_task_chars)
+        budget = self._settings.token_budget if token_budget is None else int(token_budget)
+        limit = self._settings.max_items if max_items is None else int(max_items)
+        if budget < 1 or limit < 1:
+            raise InvalidInputError(
+                f"token_budget ({budget}) and max_items ({limit}) must be at least 1",
+                hint="omit them for the defaults (900 tokens, "
+                f"{self._settings.max_items} directives)",
+            )
+        index = await self._index(scope)
+        if index.size == 0:
+            raise EmptyKnowledgeGraphError()
+        detected = await self._detect(text, index, scope, False)
+        warnings = list(detected.warnings)
+        weights, mode_warning = resolve_weights(
+            mode_slug, configured=self._settings.weights, configured_modes=self._settings.modes
+        )
+        if mode_warning:
+            warnings.append(mode_warning)
+        mode_key = mode_slug.strip().casefold() if mode_slug else None
+
+        fine_topics = list(detected.topics) + list(MODE_TOPICS.get(mode_key or "", ()))
+        query_topics = expand_topics(fine_topics)
+        features = QueryFeatures(
+            layer=detected.detected_layer,
+            layer_confidence={c.layer: c.confidence for c in detected.layer_candidates},
+            topics=query_topics,
+            task_stems=content_stems(text),
+        )
+
+        graph_ids = self._graph_candidates(index, query_topics, features)
+        query_vec, semantic_ok = await self._query_vector(text, warnings)
+        lexical_ids, semantic = await self._search(text, scope, query_vec, graph_ids)
+
+        candidate_ids = set(lexical_ids) | set(semantic) | graph_ids
+        candidate_ids &= index.directives.keys()
+        if strict_layer:
+            if detected.detected_layer is None:
+                warnings.append("strict_layer ignored: no layer was detected")
+            else:
+                candidate_ids = {
+                    i
+                    for i in candidate_ids
+                    if index.directives[i].layer in ("*", detected.detected_layer)
+                }
+        scored: list[tuple[float, float, int, ScoreBreakdown]] = []
+        for item_id in candidate_ids:
+            directive = index.directives[item_id]
+            rule = index.rules.get(directive.rule_id)
+            breakdown = score_directive(
+                severity=directive.severity,
+                layer=directive.layer,
+                topics=directive.topic_set,
+                conditions=directive.condition_terms,
+                condition_texts=directive.conditions,
+                rule_authoritative_for=rule.authoritative_for if rule else frozenset(),
+                semantic=semantic.get(item_id) if semantic_ok else None,
+                query=features,
+                weights=weights,
+            )
+            scored.append((breakdown.total, breakdown.semantic_sim, item_id, breakdown))
+        scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+        top = scored[:limit]
+        lexical_set = set(lexical_ids)
+        ranked = [
+            self._ranked(index, item_id, breakdown, lexical_set, semantic, graph_ids)
+            for _, _, item_id, breakdown in top
+        ]
+        packed = pack_directives(
+            ranked,
+            header=render_header(detected),
+            budget=budget,
+            safety_cap=max(self._settings.must_safety_cap, 1),
+            count=self._ctx.tokens.count,
+            include_breadcrumbs=include_breadcrumbs,
+        )
+        took = round((time.perf_counter() - started) * 1000, 3)
+        diagnostics = QueryDiagnostics(
+            detected_layer=detected.detected_layer,
+            layer_candidates=detected.layer_candidates,
+            topics=detected.topics,
+            languages=detected.languages,
+            frameworks=detected.frameworks,
+            platforms=detected.platforms,
+            confidence=detected.confidence,
+            retrieval_stats=RetrievalStats(
+                searched=index.size,
+                considered=len(candidate_ids),
+                selected=len(packed.selected),
+                lexical_hits=len(lexical_ids),
+                semantic_hits=len(semantic) if semantic_ok else 0,
+                graph_hits=len(graph_ids),
+                dropped_for_budget=packed.dropped_for_budget + max(0, len(scored) - limit),
+            ),
+            token_budget=budget,
+            tokens_used=packed.tokens_used,
+            token_counter=self._ctx.settings.tokenizer,
+            forced_must=packed.forced_must,
+            mode=mode_key,
+            weights=weights,
+            semantic_available=semantic_ok,
+            execution_ms=took,
+            warnings=warnings,
+        )
+        # Requirement 12.2: sanitized task, context, candidates, top-5 scores, time.
+        log.info(
+            "directives queried",
+            scope=scope,
+            task=sanitize_for_log(text),
+            layer=detected.detected_layer,
+            topics=detected.topics[:6],
+            confidence=detected.confidence,
+            candidates=len(candidate_ids),
+            top_scores=[round(s[0], 2) for s in scored[:5]],
+            selected=len(packed.selected),
+            tokens=packed.tokens_used,
+            took_ms=took,
+        )
+        return DirectiveQueryResult(
+            context_block=packed.context_block,
+            directives=packed.selected,
+            citations=packed.citations,
+            diagnostics=diagnostics,
+        )
+
+    def _graph_candidates(
+        self, index: DirectiveIndex, topics: frozenset[str], features: QueryFeatures
+    ) -> set[int]:
+        """Graph expansion: rules authoritative for a detected topic, rules whose When to
+        Apply matches, and wildcard-layer directives on a detected topic."""
+        from memory_core.rules.scoring import when_to_apply_match
+
+        found: set[int] = set()
+        for rule in index.rules.values():
+            if rule.authoritative_for & topics:
+                found.update(index.by_rule.get(rule.rule_id, ()))
+            elif rule.condition_terms:
+                score, _ = when_to_apply_match(rule.condition_terms, features.task_stems)
+                if score >= 0.5:
+                    found.update(index.by_rule.get(rule.rule_id, ()))
+        if topics:
+            wildcard = set(index.wildcard)
+            for topic in topics:
+                found.update(i for i in index.by_topic.get(topic, ()) if i in wildcard)
+        return found
+
+    async def _query_vector(self, text: str, warnings: list[str]) -> tuple[np.ndarray | None, bool]:
+        embedder = self._ctx.embedder
+        if not embedder.is_ready():
+            # Never block a query on the model: rank without SemanticSim this time.
+            embedder.start_loading()
+            warnings.append(_SEMANTIC_LOADING)
+            return None, False
+        try:
+            return await embedder.embed_query(text), True
+        except EmbeddingError as exc:
+            warnings.append(f"semantic ranking unavailable: {exc.message}; keyword matching used")
+            return None, False
+
+    async def _search(
+        self,
+        text: str,
+        scope: str,
+        query_vec: np.ndarray | None,
+        graph_ids: set[int],
+    ) -> tuple[list[int], dict[int, float]]:
+        k = self._settings.candidate_k
+        words = [t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1]
+        match = build_match(" ".join(words), operator="OR")
+
+        def run(conn: Any) -> tuple[list[int], dict[int, float]]:
+            lexical: list[int] = []
+            if match:
+                hits = item_sql.lexical_search(
+                    conn, match, scope=scope, kinds=[DIRECTIVE_KIND], limit=k
+                )
+                lexical = [h.item_id for h in hits]
+            similarity: dict[int, float] = {}
+            if query_vec is not None:
+                for hit in item_sql.vector_search(
+                    conn, query_vec, scope=scope, kinds=[DIRECTIVE_KIND], k=k
+                ):
+                    similarity[hit.item_id] = 1.0 - hit.score
+                missing = [i for i in set(lexical) | graph_ids if i not in similarity]
+                stored = rules_sql.fetch_vectors(conn, missing)
+                if stored:
+                    ids = list(stored)
+                    matrix = np.vstack([stored[i] for i in ids])
+                    for item_id, value in zip(ids, matrix @ query_vec, strict=True):
+                        similarity[item_id] = float(value)
+            return lexical, similarity
+
+        return await self._ctx.store.db.read(run)
+
+    @staticmethod
+    def _ranked(
+        index: DirectiveIndex,
+        item_id: int,
+        breakdown: ScoreBreakdown,
+        lexical: set[int],
+        semantic: dict[int, float],
+        graph: set[int],
+    ) -> RankedDirective:
+        directive: IndexedDirective = index.directives[item_id]
+        rule = index.rules.get(directive.rule_id)
+        matched: list[Any] = []
+        if item_id in lexical:
+            matched.append("lexical")
+        if item_id in semantic:
+            matched.append("semantic")
+        if item_id in graph:
+            matched.append("graph")
+        return RankedDirective(
+            directive_id=directive.uid,
+            rule_id=directive.rule_id,
+            rule_title=rule.title if rule else None,
+            text=directive.statement,
+            severity=directive.severity,  # type: ignore[arg-type]
+            layer=directive.layer,
+            topics=list(directive.topics),
+            source_path=directive.uri,
+            line_start=directive.line_start,
+            line_end=directive.line_end,
+            section=list(directive.section),
+            score=breakdown.total,
+            breakdown=breakdown,
+            matched_by=matched,
+        )
+
+    # -- browsing ------------------------------------------------------------------------------
+
+    async def list_rules(self, *, scope: str) -> list[RuleSummary]:
+        """Every rule of the scope with its sources and directive count."""
+        index = await self._index(scope)
+        return [self._summary(index, rule_id) for rule_id in sorted(index.rules)]
+
+    @staticmethod
+    def _summary(index: DirectiveIndex, rule_id: str) -> RuleSummary:
+        rule = index.rules[rule_id]
+        return RuleSummary(
+            rule_id=rule.rule_id,
+            name=rule.name,
+            title=rule.title,
+            layer=rule.layer,
+            topics=list(rule.topics),
+            authoritative_for=sorted(rule.authoritative_for),
+            sources=list(rule.sources),
+            directive_count=len(index.by_rule.get(rule_id, ())),
+        )
+
+    async def get_rule(self, rule_id: str, *, scope: str) -> RuleDetail:
+        """One rule with every directive.
+
+        Raises:
+            NotFoundError: no such rule in the scope (the hint lists some that exist).
+        """
+        index = await self._index(scope)
+        key = rule_id if rule_id in index.rules else rule_key(rule_id)
+        if key not in index.rules:
+            raise NotFoundError(
+                f"no rule {rule_id!r} in scope {scope!r}",
+                hint="known rules: " + ", ".join(sorted(index.rules)[:20])
+                if index.rules
+                else "ingest rules with `memoir rules upsert <path>`",
+            )
+        rows = await self._ctx.store.db.read(rules_sql.rule_directive_rows, scope, key)
+        rule = index.rules[key]
+        return RuleDetail(
+            summary=self._summary(index, key),
+            when_to_apply=list(rule.conditions),
+            related_rules=[],
+            directives=[
+                DirectiveDetail(
+                    directive_id=r.uid,
+                    text=str(r.metadata.get("statement", "")),
+                    severity=r.metadata.get("severity", "SHOULD"),
+                    section=list(r.metadata.get("section_path") or []),
+                    source_path=r.uri,
+                    line_start=r.start_line,
+                    line_end=r.end_line,
+                    rationale=r.metadata.get("rationale"),
+                    topics=list(r.metadata.get("topics") or []),
+                    layer=r.metadata.get("layer"),
+                    when_to_apply=list(r.metadata.get("when_to_apply") or []),
+                    token_count=r.token_count,
+                )
+                for r in rows
+            ],
+        )
+
+    async def remove_rule(self, rule_id_or_path: str, *, scope: str) -> RemoveReport:
+        """Remove a rule (every document defining it) or one document by its path.
+
+        Raises:
+            NotFoundError: neither a rule id nor a stored document path.
+        """
+        value = rule_id_or_path.strip()
+
+        def remove(conn: Any) -> tuple[list[str], int, int]:
+            rules, docs, directives = rules_sql.delete_rule_sources(conn, scope, None, value)
+            if not docs:
+                rules, docs, directives = rules_sql.delete_rule_sources(
+                    conn, scope, rule_key(value), None
+                )
+            return rules, docs, directives
+
+        rules, docs, directives = await self._ctx.store.db.write(remove)
+        if not docs:
+            raise NotFoundError(
+                f"no rule or rule document {value!r} in scope {scope!r}",
+                hint="list them with `memoir rules list`",
+            )
+        log.info("rules removed", scope=scope, rules=rules, documents=docs, directives=directives)
+        return RemoveReport(rule_ids=rules, documents_removed=docs, directives_removed=directives)
