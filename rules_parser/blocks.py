@@ -87,7 +87,9 @@ class Other:
 
 Block = Heading | Paragraph | Fence | ListBlock | BlockQuote | Other
 
-_MD = MarkdownIt("commonmark").enable("table")
+# Only block structure is needed: inline tokens' raw ``content`` is what the parser reads, so
+# the inline pass (half of markdown-it's time) is switched off.
+_MD = MarkdownIt("commonmark").enable("table").disable("inline")
 
 
 @dataclass

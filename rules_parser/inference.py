@@ -65,6 +65,19 @@ def _pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"(?<![\w.#/+-])(?:" + "|".join(parts) + r")(?![\w#+]|[./-]\w)", re.I)
 
 
+@cache
+def _combined(
+    entries: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
+    # One pass over the text for a whole vocabulary: an alternation of every keyword, and a
+    # table from keyword to the entries that list it (a keyword may belong to several).
+    owners: dict[str, list[str]] = {}
+    for name, keywords in entries:
+        for keyword in keywords:
+            owners.setdefault(keyword.lower(), []).append(name)
+    return _pattern(tuple(owners)), {k: tuple(v) for k, v in owners.items()}
+
+
 def match_keywords(text: str, vocabulary: Mapping[str, Iterable[str]]) -> dict[str, int]:
     """Count keyword hits per vocabulary entry.
 
@@ -75,11 +88,12 @@ def match_keywords(text: str, vocabulary: Mapping[str, Iterable[str]]) -> dict[s
     Returns:
         name -> number of hits, only for names with at least one hit.
     """
+    entries = tuple((name, tuple(keywords)) for name, keywords in vocabulary.items())
+    pattern, owners = _combined(entries)
     hits: dict[str, int] = {}
-    for name, keywords in vocabulary.items():
-        count = len(_pattern(tuple(keywords)).findall(text))
-        if count:
-            hits[name] = count
+    for match in pattern.finditer(text):
+        for name in owners.get(match.group(0).lower(), ()):
+            hits[name] = hits.get(name, 0) + 1
     return hits
 
 

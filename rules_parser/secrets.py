@@ -65,7 +65,9 @@ _PRIVATE_KEY_RE = re.compile(
 )
 
 _ASSIGN_RE = re.compile(
-    r"(?P<name>\b[\w.-]*(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|"
+    # Anchored on the keyword itself (it may end a longer name: db_password, client_secret);
+    # a leading [\w.-]* here made the scan backtrack at every word.
+    r"(?P<name>(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|"
     r"auth[_-]?token|access[_-]?token|token|client[_-]?secret|private[_-]?key)\b)"
     r"[\"']?\s*(?::=|=>|[:=])\s*(?P<q>[\"'`])(?P<value>[^\"'`\s]{8,200})(?P=q)",
     re.I,
@@ -128,9 +130,7 @@ def _entropy(value: str) -> float:
 
 
 def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    starts.extend(i + 1 for i, ch in enumerate(text) if ch == "\n")
-    return starts
+    return [0, *(m.end() for m in re.finditer("\n", text))]
 
 
 def _locate(starts: list[int], offset: int) -> tuple[int, int]:
@@ -179,6 +179,8 @@ def find_secrets(text: str) -> list[SecretFinding]:
             if not re.search(r"[\d\W_]", value):
                 continue
             spans.append((match.start("value"), match.end("value"), kind))
+    if not spans:
+        return []
     spans.sort()
     starts = _line_starts(text)
     findings: list[SecretFinding] = []
