@@ -1,0 +1,199 @@
+"""Fixtures for running one test suite against SQLite, PostgreSQL and MySQL/MariaDB.
+
+Import what you need from this module in a test module (6a owns ``conftest.py`` here):
+
+    from conftest_backends import BACKENDS, anyio_backend, hierarchy_store_factory
+
+The server backends are the services on the machine (DESIGN §8); override their URLs with
+``MEMOIR_TEST_POSTGRES_URL`` / ``MEMOIR_TEST_MYSQL_URL``. When a service is down, its tests
+FAIL under ``CI=true`` (CI must not go green by skipping) and are skipped otherwise.
+Every test gets its own scope (a uuid) and deletes its rows afterwards, so runs never collide.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core.config import load_settings
+from memory_core.embed import create_embedder
+from memory_core.hierarchy.store import HierarchyStore
+from memory_core.storage.url import DatabaseURL, parse_database_url
+
+__all__ = [
+    "BACKENDS",
+    "SERVER_BACKENDS",
+    "anyio_backend",
+    "backend_url",
+    "hierarchy_store_factory",
+    "other_scope",
+    "require_service",
+    "scope",
+    "unique_scope",
+]
+
+POSTGRES_URL = os.environ.get(
+    "MEMOIR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+MYSQL_URL = os.environ.get("MEMOIR_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+]
+SERVER_BACKENDS = BACKENDS[1:]
+
+
+def backend_url(backend: str, tmp_path: Path | None = None) -> str:
+    """The database URL a test should use for ``backend``."""
+    if backend == "postgres":
+        return POSTGRES_URL
+    if backend == "mysql":
+        return MYSQL_URL
+    assert tmp_path is not None, "SQLite needs a tmp_path"
+    return f"sqlite:///{tmp_path / 'memoir.db'}"
+
+
+@functools.cache
+def _probe(backend: str) -> str | None:
+    """None when the service answers, else why not (probed once per session)."""
+    url = parse_database_url(backend_url(backend))
+    try:
+        if backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(
+                host=url.host,
+                port=url.port or 5432,
+                user=url.user,
+                password=url.password,
+                dbname=url.database,
+                connect_timeout=3,
+            ):
+                pass
+        else:
+            import pymysql
+
+            pymysql.connect(
+                host=url.host or "127.0.0.1",
+                port=url.port or 3306,
+                user=url.user or "root",
+                password=url.password or "",
+                database=url.database,
+                connect_timeout=3,
+            ).close()
+    except Exception as exc:  # any failure means "service not usable here"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def require_service(backend: str) -> None:
+    """Skip (locally) or fail (``CI=true``) when ``backend``'s service is not reachable."""
+    if backend == "sqlite":
+        return
+    problem = _probe(backend)
+    if problem is None:
+        return
+    message = (
+        f"the {backend} service at {parse_database_url(backend_url(backend)).redacted()} "
+        f"is not reachable ({problem}); start it or set MEMOIR_TEST_"
+        f"{backend.upper()}_URL"
+    )
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def unique_scope(label: str = "t") -> str:
+    return f"test:{label}:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+StoreFactory = Callable[..., Awaitable[HierarchyStore]]
+
+
+def _server_store(backend: str, url: DatabaseURL, depth: int, retries: int) -> Any:
+    if backend == "postgres":
+        from memory_core.storage.postgres.hierarchy import PostgresHierarchyStore
+
+        return PostgresHierarchyStore(url, depth=depth, retries=retries)
+    from memory_core.storage.mysql.hierarchy import MysqlHierarchyStore
+
+    return MysqlHierarchyStore(url, depth=depth, retries=retries)
+
+
+@pytest.fixture
+async def hierarchy_store_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreFactory]:
+    """``await factory(depth=3)`` → an open store of the test's backend (``request.param``).
+
+    Each call opens a new store (a new connection) on the same database, so a test can play
+    two processes. Every scope a test used is deleted from the server databases afterwards.
+    """
+    backend: str = request.param
+    require_service(backend)
+    opened: list[Any] = []
+    memoirs: list[Any] = []
+    scopes: set[str] = set()
+
+    async def factory(depth: int = 3, retries: int = 3) -> HierarchyStore:
+        if backend == "sqlite":
+            try:
+                from memory_core.storage.sqlite.hierarchy import SqliteHierarchyStore
+            except ImportError as exc:  # 6a's module not in the tree yet
+                pytest.skip(f"SqliteHierarchyStore is not available: {exc}")
+            from memory_core.service import Memoir
+
+            memoir = await Memoir.open(
+                backend_url("sqlite", tmp_path),
+                settings=load_settings(cwd=tmp_path, environ={}),
+                embedder=create_embedder("hash:384"),
+            )
+            memoirs.append(memoir)
+            store: Any = SqliteHierarchyStore(memoir.context.store, depth=depth)
+        else:
+            store = _server_store(backend, parse_database_url(backend_url(backend)), depth, retries)
+        await store.open()
+        opened.append(store)
+        return store  # type: ignore[no-any-return]
+
+    factory.scopes = scopes  # type: ignore[attr-defined]
+    factory.backend = backend  # type: ignore[attr-defined]
+    try:
+        yield factory
+    finally:
+        if backend != "sqlite" and opened:
+            cleaner = opened[0]
+            for scope in scopes:
+                await cleaner.delete_scope(scope)
+        for store in opened:
+            await store.close()
+        for memoir in memoirs:
+            await memoir.close()
+
+
+@pytest.fixture
+def scope(hierarchy_store_factory: StoreFactory) -> str:
+    """A fresh scope for this test, deleted from the server databases afterwards."""
+    value = unique_scope()
+    hierarchy_store_factory.scopes.add(value)  # type: ignore[attr-defined]
+    return value
+
+
+def other_scope(factory: StoreFactory) -> str:
+    """A second scope for isolation tests (also cleaned up)."""
+    value = unique_scope("other")
+    factory.scopes.add(value)  # type: ignore[attr-defined]
+    return value
