@@ -78,7 +78,7 @@ def _hit(fused: FusedHit, single: str | None) -> Hit:
     lexical = fused.arms.get("lexical")
     semantic = fused.arms.get("semantic")
     lex = ArmScore(-lexical.score, lexical.score, lexical.rank) if lexical else None
-    sem = ArmScore(1.0 - semantic.score, semantic.score, semantic.rank) if semantic else None
+    sem = ArmScore(semantic.score, 1.0 - semantic.score, semantic.rank) if semantic else None
     score = fused.score
     # A single arm reports its own (higher-better) score, so thresholds keep their meaning.
     if single == "lexical" and lex:

@@ -1,0 +1,435 @@
+"""Recall's commands: ``add``, ``rm``, ``search``, ``query``, ``context``, ``compact``, ``export``,
+``import``. Thin over ``memoir.documents`` (:class:`memory_core.documents.service.DocumentService`).
+
+Human tables by default; ``--json`` prints the spec's response shape. The scope is ``--scope``,
+else the configured workspace, else the git root of the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memory_core.errors import InvalidInputError, MemoirError
+from server.cli.main import CliState, pass_state
+from server.cli.output import emit_json, envelope, exit_code_for, fail, print_table
+
+__all__ = ["register"]
+
+_SNIPPET = 90
+
+
+def _scope(state: CliState, explicit: str | None) -> str:
+    from memory_core.scope import resolve_scope
+
+    return resolve_scope(explicit, workspace=state.settings.server.workspace, cwd=Path.cwd())
+
+
+def _scope_option(fn: Any) -> Any:
+    return click.option(
+        "--scope",
+        default=None,
+        metavar="SCOPE",
+        help="Scope of the documents (default: the project of the working directory).",
+    )(fn)
+
+
+def _json_option(fn: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
+
+
+def _print_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
+class _Progress:
+    """A progress bar on stderr, only on a terminal and never under --json."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int, path: str) -> None:
+        if not self.enabled or total == 0:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="ingesting", file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.bar.pos)
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+@click.command("add")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--glob", "globs", multiple=True, help="Only files matching (e.g. '**/*.md').")
+@click.option("--ignore", "ignores", multiple=True, help="Skip files matching (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="Tag the documents (repeatable).")
+@click.option("--source", default=None, help="Where the documents come from (doc.source).")
+@click.option("--mtime-only", is_flag=True, help="Skip files whose mtime and size are unchanged.")
+@click.option("--parser", default=None, help="Reserved (no effect yet).")
+@click.option("--text", default=None, help="Ingest this text instead of files (needs --path).")
+@click.option("--path", "virtual_path", default=None, help="Virtual path for --text.")
+@_scope_option
+@_json_option
+@pass_state
+def add_command(
+    state: CliState,
+    paths: tuple[Path, ...],
+    globs: tuple[str, ...],
+    ignores: tuple[str, ...],
+    tags: tuple[str, ...],
+    source: str | None,
+    mtime_only: bool,
+    parser: str | None,
+    text: str | None,
+    virtual_path: str | None,
+    scope: str | None,
+    as_json: bool,
+) -> None:
+    """Ingest files and folders (or --text with --path): chunk, embed, index."""
+    if text is not None or virtual_path is not None:
+        if text is None or virtual_path is None or paths:
+            fail(
+                InvalidInputError(
+                    "--text and --path go together, without file arguments",
+                    hint='memoir add --text "…" --path notes/topic.md',
+                ),
+                as_json=as_json,
+            )
+    elif not paths:
+        fail(
+            InvalidInputError("nothing to add", hint="memoir add <path...> or --text … --path …"),
+            as_json=as_json,
+        )
+    progress = _Progress(enabled=not as_json)
+
+    async def run(memoir: Any) -> Any:
+        target = _scope(state, scope)
+        if text is not None and virtual_path is not None:
+            return await memoir.documents.add_text(
+                text, path=virtual_path, scope=target, tags=tags, source=source
+            )
+        return await memoir.documents.add_paths(
+            list(paths),
+            scope=target,
+            globs=globs,
+            ignores=ignores,
+            tags=tags,
+            source=source,
+            mtime_only=mtime_only,
+            parser=parser,
+            progress=progress,
+        )
+
+    try:
+        report = state.run(run, as_json=as_json)
+    finally:
+        progress.close()
+    if as_json:
+        emit_json(report.to_json())
+        return
+    _print_warnings(report.warnings)
+    click.echo(
+        f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, "
+        f"skipped {report.skipped}; {report.chunks} chunks written"
+    )
+
+
+@click.command("rm")
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--purge", is_flag=True, help="Drop the tombstones now (as compact does).")
+@_scope_option
+@_json_option
+@pass_state
+def rm_command(
+    state: CliState, targets: tuple[str, ...], purge: bool, scope: str | None, as_json: bool
+) -> None:
+    """Remove documents by id or path (a target with a '/' or naming a file is a path)."""
+
+    async def run(memoir: Any) -> Any:
+        return await memoir.documents.remove(list(targets), scope=_scope(state, scope), purge=purge)
+
+    report = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    _print_warnings(report.warnings)
+    print_table(["doc id", "path"], [(d.doc_id, d.path) for d in report.removed])
+    if report.purged:
+        click.echo(f"purged {report.purged['documents']} documents")
+
+
+def _print_results(response: Any) -> None:
+    _print_warnings(response.warnings)
+    rows = []
+    for rank, result in enumerate(response.results or [], start=1):
+        doc, chunk = result.doc, result.chunk
+        where = doc.path if doc and doc.path else (doc.id if doc else "")
+        if chunk and chunk.offset is not None:
+            where = f"{where}@{chunk.offset}"
+        score = "" if result.score is None else f"{result.score:.4f}"
+        rows.append((rank, score, where, _snippet(chunk.text) if chunk and chunk.text else ""))
+    print_table(["#", "score", "where", "text"], rows)
+    explain = getattr(response, "explain", None)
+    if explain:
+        for rank, result in enumerate(response.results or [], start=1):
+            if result.explain:
+                click.echo(f"#{rank} " + json.dumps(result.explain, sort_keys=True))
+        click.echo("engine " + json.dumps(explain, sort_keys=True))
+    click.echo(f"{response.stats.total_hits} hits in {response.stats.took_ms} ms")
+
+
+def _mode(bm25: bool, vector: bool) -> str:
+    if bm25 == vector:
+        return "hybrid"
+    return "lexical" if bm25 else "semantic"
+
+
+@click.command("search")
+@click.argument("query", required=False)
+@click.option("--k", "k", type=int, default=None, help="How many results (default 10).")
+@click.option("--bm25", is_flag=True, help="Lexical only.")
+@click.option("--vector", is_flag=True, help="Semantic only.")
+@click.option("--filter", "filter_text", default=None, help="FEL filter, e.g. \"doc.tag = 'x'\".")
+@click.option("--explain", is_flag=True, help="Per-arm scores and ranks, fusion details.")
+@click.option("--stdin", "from_stdin", is_flag=True, help="One query per line; JSON lines out.")
+@_scope_option
+@_json_option
+@pass_state
+def search_command(
+    state: CliState,
+    query: str | None,
+    k: int | None,
+    bm25: bool,
+    vector: bool,
+    filter_text: str | None,
+    explain: bool,
+    from_stdin: bool,
+    scope: str | None,
+    as_json: bool,
+) -> None:
+    """Hybrid search (BM25 + vectors) over the documents."""
+    mode = _mode(bm25, vector)
+    if from_stdin:
+        if query is not None:
+            fail(InvalidInputError("--stdin takes no QUERY argument"), as_json=True)
+
+        async def run_lines(memoir: Any) -> int:
+            failures = 0
+            target = _scope(state, scope)
+            for line in sys.stdin:
+                text = line.rstrip("\n")
+                if not text.strip():
+                    continue
+                try:
+                    response = await memoir.documents.search(
+                        text, scope=target, k=k, mode=mode, filter=filter_text, explain=explain
+                    )
+                    payload = response.to_json()
+                except MemoirError as error:
+                    failures += 1
+                    payload = envelope(False, query={"text": text}, error=error.to_dict())
+                click.echo(json.dumps(payload, ensure_ascii=False, default=str))
+                sys.stdout.flush()
+            return failures
+
+        failures = state.run(run_lines, as_json=True)
+        sys.exit(1 if failures else 0)
+    if query is None:
+        fail(
+            InvalidInputError("no query", hint="memoir search 'words' (or --stdin)"),
+            as_json=as_json,
+        )
+
+    async def run(memoir: Any) -> Any:
+        return await memoir.documents.search(
+            query,
+            scope=_scope(state, scope),
+            k=k,
+            mode=mode,
+            filter=filter_text,
+            explain=explain,
+        )
+
+    response = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(response.to_json())
+    else:
+        _print_results(response)
+
+
+@click.command("query")
+@click.option("--rql", "rql", required=True, help="An RQL statement, or @file to read one.")
+@click.option("--explain", is_flag=True, help="Per-arm scores and ranks, fusion details.")
+@_scope_option
+@_json_option
+@pass_state
+def query_command(
+    state: CliState, rql: str, explain: bool, scope: str | None, as_json: bool
+) -> None:
+    """Run a Recall Query Language statement."""
+    if rql.startswith("@"):
+        path = Path(rql[1:])
+        try:
+            rql = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(
+                InvalidInputError(f"cannot read the RQL file {path}: {exc}"),
+                as_json=as_json,
+            )
+
+    async def run(memoir: Any) -> Any:
+        return await memoir.documents.query_rql(rql, scope=_scope(state, scope), explain=explain)
+
+    response = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(response.to_json())
+    else:
+        _print_results(response)
+        if response.next_offset is not None:
+            click.echo(f"more: OFFSET {response.next_offset}")
+
+
+@click.command("context")
+@click.argument("query")
+@click.option("--budget-tokens", type=int, default=1200, show_default=True)
+@click.option("--diversity", type=int, default=None, help="At most N chunks per document.")
+@click.option("--k", "k", type=int, default=None, help="Candidates to pack from (default 50).")
+@click.option("--filter", "filter_text", default=None, help="FEL filter.")
+@click.option("--format", "fmt", default=None, help="Reserved (no effect yet).")
+@_scope_option
+@_json_option
+@pass_state
+def context_command(
+    state: CliState,
+    query: str,
+    budget_tokens: int,
+    diversity: int | None,
+    k: int | None,
+    filter_text: str | None,
+    fmt: str | None,
+    scope: str | None,
+    as_json: bool,
+) -> None:
+    """Assemble a deterministic context window within a token budget, with provenance."""
+
+    async def run(memoir: Any) -> Any:
+        return await memoir.documents.context(
+            query,
+            scope=_scope(state, scope),
+            budget_tokens=budget_tokens,
+            diversity=diversity,
+            k=k,
+            filter=filter_text,
+        )
+
+    response = state.run(run, as_json=as_json)
+    if fmt:
+        response.warnings.append(f"--format {fmt!r} is reserved and has no effect yet")
+    if as_json:
+        emit_json(response.to_json())
+        return
+    _print_warnings(response.warnings)
+    context = response.context
+    for chunk in context.chunks:
+        mark = " (truncated)" if chunk.truncated else ""
+        click.echo(
+            f"--- {chunk.path} [{chunk.offset}:{chunk.end_offset}] {chunk.tokens} tokens{mark}"
+        )
+        click.echo(chunk.text)
+    click.echo(f"--- {context.used_tokens}/{context.budget_tokens} tokens")
+
+
+@click.command("compact")
+@_json_option
+@pass_state
+def compact_command(state: CliState, as_json: bool) -> None:
+    """VACUUM, purge tombstones and optimise the indexes."""
+
+    async def run(memoir: Any) -> Any:
+        return await memoir.documents.compact()
+
+    result = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(envelope(**result))
+    else:
+        click.echo(
+            f"purged {result['purged']['documents']} documents; "
+            f"{result['bytes_before']} -> {result['bytes_after']} bytes"
+        )
+
+
+@click.command("export")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--all-scopes", is_flag=True, help="Export every scope, not just this one.")
+@_scope_option
+@pass_state
+def export_command(state: CliState, out: Path | None, all_scopes: bool, scope: str | None) -> None:
+    """Export documents and chunks as JSONL (stdout, or --out FILE)."""
+
+    async def run(memoir: Any) -> Any:
+        target = None if all_scopes else _scope(state, scope)
+        if out is None:
+            return await memoir.documents.export(sys.stdout, scope=target)
+        return await memoir.documents.export(out, scope=target)
+
+    report = state.run(run, as_json=out is None)
+    if out is not None:
+        click.echo(f"exported {report.documents} documents, {report.chunks} chunks to {out}")
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@_scope_option
+@_json_option
+@pass_state
+def import_command(state: CliState, file: Path, scope: str | None, as_json: bool) -> None:
+    """Import a JSONL file written by `memoir export`."""
+
+    async def run(memoir: Any) -> Any:
+        return await memoir.documents.import_(file, scope=_scope(state, scope))
+
+    report = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    _print_warnings(report.warnings)
+    click.echo(
+        f"imported {report.documents} documents ({report.unchanged} unchanged), "
+        f"{report.chunks} chunks" + (", re-embedded" if report.reembedded else "")
+    )
+
+
+def register(cli: click.Group) -> None:
+    """Add the document commands to the ``memoir`` group."""
+    for command in (
+        add_command,
+        rm_command,
+        search_command,
+        query_command,
+        context_command,
+        compact_command,
+        export_command,
+        import_command,
+    ):
+        cli.add_command(command)
+
+
+# Kept for scripts that want the code an error maps to.
+exit_code = exit_code_for
