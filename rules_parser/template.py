@@ -121,7 +121,7 @@ def _validate_metadata(
             issues.error(
                 title_line,
                 f"missing required metadata field '{name}'; add a line such as "
-                f"'**{name}:** …' under the title or '{name.lower()}: …' in front matter",
+                f"'**{name}:** …' under the title or '{name[0].lower()}{name[1:]}: …' in front matter",
                 field=name,
             )
         elif not value.as_text():
