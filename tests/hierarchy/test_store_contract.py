@@ -7,6 +7,7 @@ from the memoirAI spec, Requirement 3, and the store protocol in ``memory_core.h
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import anyio
 import numpy as np
@@ -489,3 +490,37 @@ async def test_runs_are_recorded_and_listed_newest_first(
     assert [r["run_id"] for r in queries] == [third, first]
     assert [r["run_id"] for r in await store.list_runs(scope, limit=1)] == [third]
     assert await store.list_runs(other_scope(hierarchy_store_factory)) == []
+
+
+# -- helpers the service uses (beyond the protocol; every backend has them) ----------------
+
+
+async def test_existing_chunks_maps_stored_uids_to_chunk_and_category(
+    hierarchy_store_factory: StoreFactory, scope: str
+) -> None:
+    store: Any = await hierarchy_store_factory(depth=1)
+    leaf = await store.create_category(scope, parent_id=None, level=1, name="Docs")
+    chunks = [_chunk(scope, i, created_at=_ts(i)) for i in range(3)]
+    ids = await store.add_chunks(scope, leaf.category_id, chunks)
+    missing = stable_id(scope, "never stored")
+    found = await store.existing_chunks(scope, [chunks[2].uid, missing, chunks[0].uid])
+    assert found == {
+        chunks[0].uid: (ids[0], leaf.category_id),
+        chunks[2].uid: (ids[2], leaf.category_id),
+    }
+    assert await store.existing_chunks(other_scope(hierarchy_store_factory), [chunks[0].uid]) == {}
+    assert await store.existing_chunks(scope, []) == {}
+
+
+async def test_chunk_counts_are_per_leaf_category(
+    hierarchy_store_factory: StoreFactory, scope: str
+) -> None:
+    store: Any = await hierarchy_store_factory(depth=2)
+    a = await _leaf(store, scope, "Top", "A")
+    b = await _leaf(store, scope, "Top", "B")
+    await store.add_chunks(
+        scope, a.category_id, [_chunk(scope, i, created_at=_ts(i)) for i in range(3)]
+    )
+    await store.add_chunks(scope, b.category_id, [_chunk(scope, 9, created_at=_ts(9))])
+    assert await store.chunk_counts(scope) == {a.category_id: 3, b.category_id: 1}
+    assert await store.chunk_counts(other_scope(hierarchy_store_factory)) == {}

@@ -319,6 +319,25 @@ class MysqlHierarchyStore(HierarchyStore):
 
         return await self.connection.run(read)
 
+    async def existing_chunks(self, scope: str, uids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Chunks already stored, by uid: (chunk id, category id). Lets re-ingest skip the LLM."""
+        wanted = list(dict.fromkeys(uids))
+
+        def read(cursor: Any) -> dict[str, tuple[int, int]]:
+            found: dict[str, tuple[int, int]] = {}
+            for start in range(0, len(wanted), 500):  # bounded IN lists
+                batch = wanted[start : start + 500]
+                marks = ", ".join(["%s"] * len(batch))
+                cursor.execute(
+                    "SELECT uid, chunk_id, category_id FROM memoir_chunk "
+                    f"WHERE scope = %s AND uid IN ({marks})",
+                    (scope, *batch),
+                )
+                found.update((u, (int(c), int(k))) for u, c, k in cursor.fetchall())
+            return found
+
+        return await self.connection.run(read) if wanted else {}
+
     async def chunk_counts(self, scope: str) -> dict[int, int]:
         """Chunks per category id (for the category tree)."""
 

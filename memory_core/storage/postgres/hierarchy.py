@@ -318,6 +318,22 @@ class PostgresHierarchyStore(HierarchyStore):
 
         return await self.connection.run(read)
 
+    async def existing_chunks(self, scope: str, uids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Chunks already stored, by uid: (chunk id, category id). Lets re-ingest skip the LLM."""
+        wanted = list(dict.fromkeys(uids))
+        if not wanted:
+            return {}
+
+        async def read(conn: Conn) -> dict[str, tuple[int, int]]:
+            cur = await conn.execute(
+                "SELECT uid, chunk_id, category_id FROM memoir_chunk "
+                "WHERE scope = %s AND uid = ANY(%s)",
+                (scope, wanted),
+            )
+            return {uid: (int(cid), int(cat)) for uid, cid, cat in await cur.fetchall()}
+
+        return await self.connection.run(read)
+
     async def chunk_counts(self, scope: str) -> dict[int, int]:
         """Chunks per category id (for the category tree)."""
 
