@@ -1,0 +1,130 @@
+"""``memoir serve``: run the MCP server (stdio by default; SSE or streamable HTTP on request).
+
+The MCP SDK is imported inside the command only: every other ``memoir`` command stays free of
+its half-second import.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from memory_core.errors import MemoirError
+from server.cli.main import CliState, _version, pass_state
+from server.cli.output import fail
+
+__all__ = ["register"]
+
+
+def _with_server_settings(state: CliState, **updates: Any) -> Any:
+    server = state.settings.server.model_copy(
+        update={k: v for k, v in updates.items() if v is not None}
+    )
+    return state.settings.model_copy(update={"server": server})
+
+
+def _print_config(
+    transport: str, host: str, port: int, db: str | None, workspace: str | None
+) -> None:
+    from server.mcp_app.client_config import (
+        claude_code_command,
+        http_entry,
+        http_url,
+        mcp_servers_json,
+        stdio_entry,
+    )
+
+    if transport == "stdio":
+        click.echo("memoir MCP server on stdio. Client configuration:", err=True)
+        click.echo(mcp_servers_json(stdio_entry(db_url=db, workspace=workspace)), err=True)
+        click.echo(f"Claude Code: {claude_code_command()}", err=True)
+        return
+    url = http_url(host, port, transport)
+    click.echo(f"memoir MCP server ({transport}) at {url}", err=True)
+    click.echo("Client configuration (Cursor, Cline, Claude Code .mcp.json):", err=True)
+    click.echo(mcp_servers_json(http_entry(url, transport=transport)), err=True)
+    click.echo(f"Claude Code: {claude_code_command(url=url, transport=transport)}", err=True)
+    click.echo(
+        f"MCP Inspector: npx @modelcontextprotocol/inspector --cli {url} "
+        f"--transport {transport} --method tools/list",
+        err=True,
+    )
+
+
+def register(cli: click.Group) -> None:
+    """Add ``serve`` to the ``memoir`` command group."""
+
+    @cli.command()
+    @click.option(
+        "--transport",
+        type=click.Choice(["stdio", "sse", "http"]),
+        default=None,
+        help="stdio (default; what clients spawn), sse, or http (streamable HTTP).",
+    )
+    @click.option("--host", default=None, help="Address for sse/http (default 127.0.0.1).")
+    @click.option("--port", type=int, default=None, help="Port for sse/http (default 8765).")
+    @click.option(
+        "--scope", "scope", default=None, help="Serve this one scope, whatever the client's roots."
+    )
+    @click.option(
+        "--workspace",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Project folder used when the client sends no MCP roots.",
+    )
+    @click.option(
+        "--extra-tools", is_flag=True, default=None, help="Also expose list_rules and search."
+    )
+    @click.option(
+        "--print-config", is_flag=True, help="Print the URL and a client config snippet to stderr."
+    )
+    @pass_state
+    def serve(
+        state: CliState,
+        transport: str | None,
+        host: str | None,
+        port: int | None,
+        scope: str | None,
+        workspace: Path | None,
+        extra_tools: bool | None,
+        print_config: bool,
+    ) -> None:
+        """Run the MCP server (tools, resources, prompts) for coding agents."""
+        from server.mcp_app.app import build_server
+        from server.mcp_app.runtime import MemoirRuntime
+        from server.mcp_app.scoping import ScopeDefaults, git_root_of
+        from server.mcp_app.transports import serve as run_server
+
+        settings = _with_server_settings(
+            state,
+            transport=transport,
+            host=host,
+            port=port,
+            workspace=str(workspace.expanduser().resolve()) if workspace else None,
+            extra_tools=extra_tools,
+        )
+        cfg = settings.server
+        try:
+            from memory_core.scope import validate_scope
+
+            explicit = validate_scope(scope) if scope else None
+        except MemoirError as error:
+            fail(error, as_json=False)
+        defaults = ScopeDefaults(
+            explicit_scope=explicit,
+            workspace=Path(cfg.workspace).expanduser() if cfg.workspace else None,
+            # An HTTP server's own folder says nothing about its clients' projects.
+            cwd_root=git_root_of(Path.cwd()) if cfg.transport == "stdio" else None,
+        )
+        runtime = MemoirRuntime(settings, state.db, scope_defaults=defaults)
+        app = build_server(runtime, version=_version())
+        if print_config:
+            _print_config(cfg.transport, cfg.host, cfg.port, state.db, cfg.workspace)
+        try:
+            anyio.run(lambda: run_server(app, runtime, cfg.transport, host=cfg.host, port=cfg.port))
+        except KeyboardInterrupt:  # a second Ctrl-C during the drain
+            sys.exit(130)

@@ -1,0 +1,105 @@
+"""What every tool call shares: who the client is, its scope from MCP roots, the error edge.
+
+Model-fixable failures (a ``MemoirError``: empty graph, bad path, rate limit, broken store) become
+``isError`` results whose text carries the message and the hint, plus the error object as
+``structuredContent``. Protocol problems (unknown tool, arguments that do not match the schema)
+stay with the SDK, which answers them as protocol / validation errors. Nothing here returns an
+error string dressed as success.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.resolve import ListRoots
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import CallToolResult, ListRootsResult, TextContent
+from pydantic import BaseModel
+
+from memory_core.errors import MemoirError
+from server.mcp_app.scoping import ScopeDecision, ScopeDefaults, decide_scope
+
+__all__ = [
+    "client_key",
+    "client_roots",
+    "error_result",
+    "ok_result",
+    "root_uris",
+    "roots_for_request",
+    "scope_for",
+]
+
+log = structlog.get_logger(__name__)
+
+
+def client_roots(ctx: Context) -> ListRoots | None:
+    """Resolver: ask the client for its roots when it declared the capability, else nothing.
+
+    The SDK sends ``roots/list`` (handshake-era sessions) or batches it into an
+    ``InputRequiredResult`` (2026-07-28 sessions) and injects the ``ListRootsResult``.
+    """
+    caps = ctx.client_capabilities
+    if caps is not None and caps.roots is not None:
+        return ListRoots()
+    return None
+
+
+def root_uris(roots: ListRootsResult | None) -> list[str]:
+    return [str(root.uri) for root in roots.roots] if roots is not None else []
+
+
+async def roots_for_request(ctx: Context) -> list[str]:
+    """Roots for handlers that cannot use a resolver (resources, prompts): handshake-era
+    sessions only, where the server may send ``roots/list`` mid-request."""
+    caps = ctx.client_capabilities
+    session = ctx.session
+    if caps is None or caps.roots is None or not session.can_send_request:
+        return []
+    try:
+        with warnings.catch_warnings():
+            # Deprecated from protocol 2026-07-28 on; still what handshake-era clients offer.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            result = await session.list_roots()
+    except (MCPError, TimeoutError) as exc:  # a client that fails roots/list only loses its scope
+        log.info("roots/list failed; using the server's default scope", error=type(exc).__name__)
+        return []
+    return root_uris(result)
+
+
+def scope_for(uris: Sequence[str], defaults: ScopeDefaults) -> ScopeDecision:
+    return decide_scope(uris, defaults)
+
+
+def client_key(ctx: Context) -> str:
+    """Who is calling, for the per-client rate limit: the HTTP session id when there is one,
+    else the MCP session object (one per stdio process or SSE connection)."""
+    headers = ctx.headers
+    if headers is not None:
+        session_id = headers.get("mcp-session-id")
+        if session_id:
+            return f"http:{session_id}"
+    return f"session:{id(ctx.session)}"
+
+
+def ok_result(out: BaseModel, text: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=out.model_dump(mode="json"),
+    )
+
+
+def error_result(error: MemoirError, *, tool: str) -> CallToolResult:
+    """A tool error the model can act on: message first (the spec's wording where it has one),
+    then the hint."""
+    text = error.message if not error.hint else f"{error.message}\nHint: {error.hint}"
+    log.info("tool error", tool=tool, code=error.code)
+    payload: dict[str, Any] = {"error": error.to_dict()}
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=payload,
+        is_error=True,
+    )

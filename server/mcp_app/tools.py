@@ -1,0 +1,395 @@
+"""The MCP tools: thin adapters over the memoir facade.
+
+Canonical names: ``query_directives``, ``detect_context``, ``upsert_markdown`` (rules),
+``ingest``, ``query`` (knowledge). The spec's ``memory.rules.*`` spellings are not registered:
+dots are not valid in tool names for several clients, and one name per tool keeps the list small.
+``list_rules`` and ``search`` are extra tools behind ``server.extra_tools``.
+
+A tool body validates, resolves the scope, calls the facade, and shapes the result; nothing else.
+Descriptions are written for the model that calls them.
+"""
+
+# No `from __future__ import annotations`: the SDK reads these signatures at registration.
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+import structlog
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Resolve
+from mcp_types import CallToolResult, ListRootsResult, ToolAnnotations
+from pydantic import Field
+
+from memory_core.errors import InvalidInputError, MemoirError
+from server.logging_setup import sanitize
+from server.mcp_app import shaping
+from server.mcp_app.calls import (
+    client_key,
+    client_roots,
+    error_result,
+    ok_result,
+    root_uris,
+    scope_for,
+)
+from server.mcp_app.notify import announce_rules_changed
+from server.mcp_app.runtime import MemoirRuntime
+from server.mcp_app.schemas import (
+    DetectContextOutput,
+    IngestOutput,
+    QueryDirectivesOutput,
+    QueryOutput,
+    UpsertOutput,
+)
+from server.mcp_app.scoping import ScopeDecision, require_write_scope
+
+__all__ = ["DEFAULT_TOOLS", "EXTRA_TOOLS", "register_tools"]
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_TOOLS = ("query_directives", "detect_context", "upsert_markdown", "ingest", "query")
+EXTRA_TOOLS = ("list_rules", "search")
+
+_READ = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+_UPSERT = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+_INGEST = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+Roots = Annotated[ListRootsResult | None, Resolve(client_roots)]
+Task = Annotated[str, Field(description="The coding task, in plain words.")]
+
+_QUERY_DIRECTIVES = """\
+Call at the START of every coding task: returns the project rules for the task as a ranked \
+markdown context_block (MUST = non-negotiable) with citations and diagnostics. Prepend \
+context_block to your context. Example: {"task": "add a login form"}"""
+
+_DETECT_CONTEXT = """\
+Detect a task's layer, topics and technologies with a confidence (warns below 0.6); shows what \
+query_directives assumes. Example: {"task": "add a SQL migration"}"""
+
+_UPSERT_MARKDOWN = """\
+Load rule documents (memoir template, AGENTS.md, CLAUDE.md, .cursor/rules, .clinerules…) into \
+the project's rules; paths relative to the project root. Merges unless overwrite. Reports counts \
+and per-document errors with lines. Example: {"paths": ["docs/rules/security.md"]}"""
+
+_INGEST_DOC = """\
+Save knowledge (decisions, facts, notes) to project memory, filed in a category tree; \
+idempotent. Example: {"text": "We deploy blue-green on Fridays", "source": "notes"}"""
+
+_QUERY_DOC = """\
+Answer a question from knowledge saved with ingest, citing numbered sources. Not for rules (use \
+query_directives). Example: {"question": "how do we deploy?"}"""
+
+
+class ToolHost:
+    """Runs tool bodies with the shared bookkeeping: scope, rate limit, timeout, error edge."""
+
+    def __init__(self, runtime: MemoirRuntime) -> None:
+        self.runtime = runtime
+
+    def scope(self, roots: ListRootsResult | None) -> ScopeDecision:
+        return scope_for(root_uris(roots), self.runtime.scope_defaults)
+
+    async def run(
+        self,
+        ctx: Context,
+        tool: str,
+        body: Callable[[Any], Awaitable[CallToolResult]],
+        *,
+        writes: bool,
+        on_timeout: Callable[[Any, float], Awaitable[CallToolResult]] | None = None,
+    ) -> CallToolResult:
+        started = time.perf_counter()
+        timeout = self.runtime.settings.server.call_timeout_s
+        try:
+            async with self.runtime.call(tool, client_key(ctx)):
+                memoir = await self.runtime.memoir()
+                if writes:
+                    # Writes are never cut short: a cancelled write would leave the caller
+                    # unsure whether it landed. They run to completion, then answer.
+                    result = await body(memoir)
+                else:
+                    try:
+                        with anyio.fail_after(timeout):
+                            result = await body(memoir)
+                    except TimeoutError:
+                        if on_timeout is None:
+                            raise MemoirError(
+                                f"{tool} timed out after {timeout:g} s",
+                                hint="retry with a narrower request, or raise "
+                                "server.call_timeout_s (MEMOIR_SERVER__CALL_TIMEOUT_S)",
+                            ) from None
+                        result = await on_timeout(memoir, (time.perf_counter() - started) * 1000)
+        except MemoirError as error:
+            return error_result(error, tool=tool)
+        log.info(
+            "tool call",
+            tool=tool,
+            took_ms=round((time.perf_counter() - started) * 1000, 1),
+            is_error=bool(result.is_error),
+        )
+        return result
+
+
+def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = False) -> None:
+    """Register the default tools (and the extra ones when ``extra``) on ``app``."""
+    host = ToolHost(runtime)
+    settings = runtime.settings
+
+    @app.tool(
+        name="query_directives",
+        title="Project rules for a task",
+        description=_QUERY_DIRECTIVES,
+        annotations=_READ,
+    )
+    async def query_directives(
+        task: Task,
+        ctx: Context,
+        roots: Roots,
+        token_budget: Annotated[
+            int | None, Field(ge=50, le=8000, description="Max tokens (default 900).")
+        ] = None,
+        max_items: Annotated[int | None, Field(ge=1, le=100)] = None,
+        strict_layer: Annotated[bool, Field(description="Only the detected layer.")] = False,
+        mode_slug: str | None = None,
+        include_breadcrumbs: Annotated[bool, Field(description="Add source sections.")] = False,
+    ) -> Annotated[CallToolResult, QueryDirectivesOutput]:
+        decision = host.scope(roots)
+        log.info("query_directives", task=sanitize(task), scope_source=decision.source)
+
+        async def body(memoir: Any) -> CallToolResult:
+            # The core itself warns when the embedding model is still loading (lexical ranking).
+            result = await memoir.rules.query_directives(
+                task,
+                scope=decision.read_scope,
+                token_budget=token_budget,
+                max_items=max_items,
+                strict_layer=strict_layer,
+                mode_slug=mode_slug,
+                include_breadcrumbs=include_breadcrumbs,
+            )
+            out = shaping.directives_output(result, extra_warnings=_scope_warnings(decision))
+            return ok_result(out, shaping.directives_text(out))
+
+        async def partial(memoir: Any, elapsed_ms: float) -> CallToolResult:
+            detected = await memoir.rules.detect_context(task, scope=decision.read_scope)
+            out = shaping.partial_directives_output(
+                detected,
+                timeout_s=settings.server.call_timeout_s,
+                token_budget=token_budget or settings.rules.token_budget,
+                execution_ms=round(elapsed_ms, 1),
+            )
+            return ok_result(out, shaping.directives_text(out))
+
+        return await host.run(ctx, "query_directives", body, writes=False, on_timeout=partial)
+
+    @app.tool(
+        name="detect_context",
+        title="Detect a task's layer and topics",
+        description=_DETECT_CONTEXT,
+        annotations=_READ,
+    )
+    async def detect_context(
+        task: Task,
+        ctx: Context,
+        roots: Roots,
+        return_keywords: Annotated[bool, Field(description="Also return keywords.")] = False,
+    ) -> Annotated[CallToolResult, DetectContextOutput]:
+        decision = host.scope(roots)
+
+        async def body(memoir: Any) -> CallToolResult:
+            detected = await memoir.rules.detect_context(
+                task, scope=decision.read_scope, return_keywords=return_keywords
+            )
+            out = shaping.detect_output(detected)
+            return ok_result(out, shaping.detect_text(out))
+
+        return await host.run(ctx, "detect_context", body, writes=False)
+
+    @app.tool(
+        name="upsert_markdown",
+        title="Load rule documents",
+        description=_UPSERT_MARKDOWN,
+        annotations=_UPSERT,
+    )
+    async def upsert_markdown(
+        paths: Annotated[list[str], Field(min_length=1, max_length=500)],
+        ctx: Context,
+        roots: Roots,
+        overwrite: bool = False,
+        text: Annotated[
+            str | None,
+            Field(
+                description="Markdown of one document named paths[0], if the server can't read it."
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, UpsertOutput]:
+        decision = host.scope(roots)
+
+        async def body(memoir: Any) -> CallToolResult:
+            scope = require_write_scope(decision)
+            base = decision.root or Path.cwd()
+            if text is not None:
+                if len(paths) != 1:
+                    raise InvalidInputError(
+                        f"text was given with {len(paths)} paths",
+                        hint="pass exactly one path (the document's name) together with text",
+                    )
+                report = await memoir.rules.upsert_text(
+                    text, path=paths[0], scope=scope, overwrite=overwrite
+                )
+            else:
+                allowed = [str(base), *settings.rules.allowed_roots]
+                resolved = [str(_resolve_path(p, base)) for p in paths]
+                report = await memoir.rules.upsert_markdown(
+                    resolved, scope=scope, overwrite=overwrite, allowed_roots=allowed
+                )
+            out = shaping.upsert_output(report)
+            await announce_rules_changed(ctx, [d.rule_id for d in report.documents if d.rule_id])
+            return ok_result(out, shaping.upsert_text(out))
+
+        return await host.run(ctx, "upsert_markdown", body, writes=True)
+
+    @app.tool(name="ingest", title="Save knowledge", description=_INGEST_DOC, annotations=_INGEST)
+    async def ingest(
+        text: Annotated[str, Field(min_length=1)],
+        ctx: Context,
+        roots: Roots,
+        source: str | None = None,
+    ) -> Annotated[CallToolResult, IngestOutput]:
+        decision = host.scope(roots)
+
+        async def body(memoir: Any) -> CallToolResult:
+            scope = require_write_scope(decision)
+            if _has_hierarchy():
+                result = await memoir.hierarchy.ingest_text(
+                    text, scope=scope, source=source, model=_sampling_model(ctx, settings)
+                )
+                _raise_if_failed(result, f"{len(result.chunks)} chunk(s) were stored before it")
+                out = shaping.ingest_output_from_hierarchy(result)
+            else:
+                out = await _ingest_documents(memoir, text, scope=scope, source=source)
+            return ok_result(out, shaping.ingest_text(out))
+
+        return await host.run(ctx, "ingest", body, writes=True)
+
+    @app.tool(name="query", title="Ask saved knowledge", description=_QUERY_DOC, annotations=_READ)
+    async def query(
+        question: Annotated[str, Field(min_length=1)],
+        ctx: Context,
+        roots: Roots,
+        max_token_budget: Annotated[int | None, Field(ge=50, le=32000)] = None,
+        strategy: Literal["one_shot", "wide_branch", "zoom_in", "branch_out"] | None = None,
+    ) -> Annotated[CallToolResult, QueryOutput]:
+        decision = host.scope(roots)
+
+        async def body(memoir: Any) -> CallToolResult:
+            if _has_hierarchy():
+                result = await memoir.hierarchy.query(
+                    question,
+                    scope=decision.read_scope,
+                    strategy=strategy,
+                    max_token_budget=max_token_budget,
+                    model=_sampling_model(ctx, settings),
+                )
+                _raise_if_failed(result, "no answer was produced")
+                out = shaping.query_output_from_hierarchy(result)
+            else:
+                out = await _query_documents(memoir, question, scope=decision.read_scope)
+            out.warnings.extend(_scope_warnings(decision))
+            return ok_result(out, shaping.query_text(out))
+
+        return await host.run(ctx, "query", body, writes=False)
+
+    if extra:
+        _register_extra_tools(app, host)
+
+
+def _register_extra_tools(app: MCPServer, host: ToolHost) -> None:
+    from server.mcp_app.extra_tools import register_extra_tools
+
+    register_extra_tools(app, host)
+
+
+def _raise_if_failed(result: Any, consequence: str) -> None:
+    """The hierarchy reports model failures as ``status="error"`` results: a tool error."""
+    if result.status == "error" and result.error is not None:
+        raise MemoirError(
+            f"{result.error.message} ({consequence})",
+            hint=result.error.hint,
+            details={"code": result.error.code},
+        )
+
+
+def _resolve_path(raw: str, base: Path) -> Path:
+    path = Path(raw).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _scope_warnings(decision: ScopeDecision) -> list[str]:
+    if decision.scope is None:
+        return [
+            "no project scope (no MCP roots, no workspace): read the global scope; start the "
+            "server with --workspace to use a project's rules"
+        ]
+    return []
+
+
+def _has_hierarchy() -> bool:
+    # The category-hierarchy core (issue 6) may not be in this build; until it is, ingest and
+    # query use the documents engine (issue 3) so the tools still work.
+    import importlib.util
+
+    return importlib.util.find_spec("memory_core.hierarchy.service") is not None
+
+
+def _has_documents() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("memory_core.documents.service") is not None
+
+
+def _not_available(what: str) -> MemoirError:
+    return MemoirError(
+        f"{what} is not available in this build of memoir",
+        hint="upgrade memoir; rules tools (query_directives, upsert_markdown) still work",
+    )
+
+
+async def _ingest_documents(
+    memoir: Any, text: str, *, scope: str, source: str | None
+) -> IngestOutput:
+    if not _has_documents():
+        raise _not_available("ingest (knowledge store)")
+    from memory_core.models import content_hash
+
+    # The documents engine files text under a virtual path; the content hash keeps it stable.
+    path = f"mcp/{content_hash(text)[:16]}.md"
+    result = await memoir.documents.add_text(text, path=path, scope=scope, source=source)
+    return shaping.ingest_output_from_documents(result)
+
+
+async def _query_documents(memoir: Any, question: str, *, scope: str) -> QueryOutput:
+    if not _has_documents():
+        raise _not_available("query (knowledge store)")
+    result = await memoir.documents.search(question, scope=scope)
+    return shaping.query_output_from_documents(result)
+
+
+def _sampling_model(ctx: Context, settings: Any) -> Any:
+    """The client's own LLM through MCP sampling, when it offers it and the settings allow it."""
+    if not settings.llm.use_mcp_sampling:
+        return None
+    caps = ctx.client_capabilities
+    if caps is None or caps.sampling is None or not ctx.session.can_send_request:
+        return None
+    from pydantic_ai.models.mcp_sampling import MCPSamplingModel
+
+    return MCPSamplingModel(session=ctx.session)

@@ -1,0 +1,101 @@
+"""Running the server: stdio (what clients spawn), SSE and streamable HTTP.
+
+Stdout carries nothing but the protocol (the SDK diverts fd 1 to stderr while stdio serves, and
+logging always goes to stderr). Shutdown is graceful on SIGINT, SIGTERM and stdin close: new
+calls are refused, running calls finish (bounded), then the store closes; every write is a
+committed transaction, so nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Literal
+
+import anyio
+import structlog
+from anyio.abc import CancelScope
+
+from server.mcp_app.app import MemoirMCPServer
+from server.mcp_app.runtime import MemoirRuntime
+
+__all__ = ["Transport", "serve"]
+
+log = structlog.get_logger(__name__)
+
+Transport = Literal["stdio", "sse", "http"]
+
+_DRAIN_S = 10.0
+
+
+async def serve(
+    app: MemoirMCPServer,
+    runtime: MemoirRuntime,
+    transport: Transport = "stdio",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+) -> None:
+    """Serve ``app`` until the client goes away or a signal arrives, then close the store."""
+    try:
+        if transport == "stdio":
+            await _serve_stdio(app, runtime)
+        else:
+            await _serve_http(app, runtime, transport, host=host, port=port)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await runtime.aclose(drain_timeout=_DRAIN_S)
+        log.info("server stopped", transport=transport)
+
+
+async def _serve_stdio(app: MemoirMCPServer, runtime: MemoirRuntime) -> None:
+    from mcp.server.lowlevel.server import NotificationOptions
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = app._lowlevel_server  # run_stdio_async takes no notification options
+    options = lowlevel.create_initialization_options(NotificationOptions(resources_changed=True))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signal, runtime, tg.cancel_scope)
+        tg.start_soon(runtime.open_in_background)
+        async with stdio_server() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, options)
+        log.info("stdin closed")
+        tg.cancel_scope.cancel()
+
+
+async def _stop_on_signal(runtime: MemoirRuntime, scope: CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("signal received; draining", signal=signal.Signals(signum).name)
+            await runtime.aclose(drain_timeout=_DRAIN_S)
+            scope.cancel()
+            return
+
+
+async def _serve_http(
+    app: MemoirMCPServer, runtime: MemoirRuntime, transport: Transport, *, host: str, port: int
+) -> None:
+    import uvicorn
+
+    from server.mcp_app.health import add_health_route
+
+    add_health_route(app, runtime)
+    starlette_app = (
+        app.sse_app(host=host) if transport == "sse" else app.streamable_http_app(host=host)
+    )
+    level = runtime.settings.logging.level
+    config = uvicorn.Config(
+        starlette_app,
+        host=host,
+        port=port,
+        log_level=level,
+        access_log=level == "debug",
+        # SSE and streamable-HTTP streams stay open; don't let them hold shutdown forever.
+        timeout_graceful_shutdown=int(_DRAIN_S),
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runtime.open_in_background)
+        # uvicorn installs its own SIGINT/SIGTERM handlers and shuts down gracefully.
+        await server.serve()
+        tg.cancel_scope.cancel()
