@@ -61,7 +61,7 @@ def _code(exc: BaseException) -> int | None:
 def connection_help(url: DatabaseURL, cause: BaseException | str) -> DatabaseUnavailableError:
     """A connection failure as an error naming the redacted URL, the cause and what to check."""
     code = _code(cause) if isinstance(cause, BaseException) else None
-    args = getattr(cause, "args", ())
+    args: tuple[Any, ...] = tuple(getattr(cause, "args", ()))
     text = str(args[1]) if len(args) > 1 else str(cause) or type(cause).__name__
     host = f"{url.host}:{url.port or 3306}"
     user = url.user or "root"
