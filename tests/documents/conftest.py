@@ -26,6 +26,12 @@ async def open_store(path: Path, embedder: str = "hash:384", **overrides: object
 
 
 @pytest.fixture
+def store_factory() -> object:
+    """``await store_factory(path, embedder="hash:384", **setting_overrides)``."""
+    return open_store
+
+
+@pytest.fixture
 async def memoir(tmp_path: Path) -> AsyncIterator[Memoir]:
     store = await open_store(tmp_path / "m.db")
     try:

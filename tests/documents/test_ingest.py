@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memory_core.errors import InvalidInputError, NotFoundError, PathNotAllowedError
 from memory_core.service import Memoir
 from memory_core.storage.sqlite.health import index_consistency
-
-from conftest import open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -85,14 +84,14 @@ async def test_rm_by_id_prefix_and_folder_and_not_found(memoir: Memoir, corpus: 
         await memoir.documents.remove(["nosuchid"], scope="s")
 
 
-async def test_bad_files_are_skipped_with_warnings(tmp_path: Path) -> None:
+async def test_bad_files_are_skipped_with_warnings(tmp_path: Path, store_factory: Any) -> None:
     root = tmp_path / "in"
     root.mkdir()
     (root / "ok.md").write_text("fine text", encoding="utf-8")
     (root / "image.png").write_bytes(b"\x89PNG\x00\x00\x01")
     (root / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     (root / "big.txt").write_text("word " * 400, encoding="utf-8")
-    memoir = await open_store(tmp_path / "m.db", documents={"max_file_bytes": 1000})
+    memoir = await store_factory(tmp_path / "m.db", documents={"max_file_bytes": 1000})
     try:
         report = await memoir.documents.add_paths([root], scope="s")
     finally:
