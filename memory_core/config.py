@@ -83,7 +83,7 @@ class SearchSettings(_Section):
 class RulesSettings(_Section):
     token_budget: int = Field(900, ge=1)
     must_safety_cap: int = Field(2000, ge=1)
-    max_items: int = Field(20, ge=1)
+    max_items: int = Field(50, ge=1, description="Most directives per query (budget binds first).")
     allowed_roots: tuple[str, ...] = ()
     weights: dict[str, float] = Field(default_factory=dict)
     modes: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -93,7 +93,7 @@ class RulesSettings(_Section):
         default_factory=dict, description="Layer -> extra detection keywords."
     )
     candidate_k: int = Field(
-        100, ge=1, le=4096, description="Candidates per retrieval arm (lexical, semantic)."
+        30, ge=1, le=4096, description="Candidates per retrieval arm (lexical, semantic)."
     )
     detection_cache_ttl_s: float = Field(
         300.0, ge=0, description="How long a detected context is reused (Requirement 10.4)."

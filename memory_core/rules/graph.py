@@ -71,7 +71,7 @@ class DirectivePlan:
     item: NewItem
     embed_text: str
     severity: str
-    layer: str
+    layer: str  # "" when unknown
     topics: tuple[str, ...]
     when_to_apply: tuple[str, ...]
     section_key: str
@@ -134,8 +134,11 @@ def _effective_layer(document: RuleDocument, directive: Directive) -> str:
         return directive.layer
     if document.layer:
         return document.layer
-    # Foreign formats carry no layer: infer one from the wording, else it applies everywhere.
-    return infer_layer(" ".join((*directive.section_path[1:], directive.text))) or "*"
+    if document.always_apply:
+        return "*"  # e.g. Cursor alwaysApply: the author said it applies everywhere
+    # Foreign formats declare no layer: infer one from the wording, else leave it unknown
+    # (unknown is not the wildcard: "*" earns LayerMatch for every task, which a guess must not).
+    return infer_layer(" ".join((*directive.section_path[1:], directive.text))) or ""
 
 
 def build_plan(

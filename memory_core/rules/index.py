@@ -106,7 +106,7 @@ def build_index(
             rule_id=rule_id,
             statement=str(meta.get("statement", "")),
             severity=str(meta.get("severity", "SHOULD")),
-            layer=str(meta.get("layer") or "*"),
+            layer=str(meta.get("layer") or ""),
             topics=topics,
             topic_set=expand_topics(topics),
             conditions=conditions,

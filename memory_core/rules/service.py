@@ -146,7 +146,7 @@ class RulesService:
             loaded: list[tuple[str, Any]] = []
             for raw in paths:
                 try:
-                    resolved, root = resolve_allowed(raw, roots, cwd=self._cwd)
+                    resolved, _root = resolve_allowed(raw, roots, cwd=self._cwd)
                 except MemoirError as exc:
                     loaded.append((str(raw), exc))
                     continue
@@ -483,7 +483,7 @@ class RulesService:
             rule = index.rules.get(directive.rule_id)
             breakdown = score_directive(
                 severity=directive.severity,
-                layer=directive.layer,
+                layer=directive.layer or None,
                 topics=directive.topic_set,
                 conditions=directive.condition_terms,
                 condition_texts=directive.conditions,
@@ -650,7 +650,7 @@ class RulesService:
             rule_title=rule.title if rule else None,
             text=directive.statement,
             severity=directive.severity,  # type: ignore[arg-type]
-            layer=directive.layer,
+            layer=directive.layer or None,
             topics=list(directive.topics),
             source_path=directive.uri,
             line_start=directive.line_start,

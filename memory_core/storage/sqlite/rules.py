@@ -450,7 +450,8 @@ def upsert_document(
         edge(
             "item", item_id, "severity", "entity", entities.get("severity", d.severity, d.severity)
         )
-        edge("item", item_id, "layer", "entity", entities.get("layer", d.layer, d.layer))
+        if d.layer:
+            edge("item", item_id, "layer", "entity", entities.get("layer", d.layer, d.layer))
         for topic in d.topics:
             edge("item", item_id, "topic", "entity", entities.get("topic", topic, topic))
         for condition in d.when_to_apply:
