@@ -26,6 +26,7 @@ from server.mcp_app.scoping import ScopeDecision, ScopeDefaults, decide_scope
 __all__ = [
     "client_key",
     "client_roots",
+    "connection_of",
     "error_result",
     "ok_result",
     "root_uris",
@@ -82,7 +83,14 @@ def client_key(ctx: Context) -> str:
         session_id = headers.get("mcp-session-id")
         if session_id:
             return f"http:{session_id}"
-    return f"session:{id(ctx.session)}"
+    return f"connection:{id(connection_of(ctx.session))}"
+
+
+def connection_of(session: object) -> object:
+    """The connection behind a request's session. The SDK builds a fresh ``ServerSession`` per
+    request; the ``Connection`` it wraps lives as long as the client (stdio process, SSE
+    stream, HTTP session), so it is what identifies a client."""
+    return getattr(session, "_connection", session)
 
 
 def ok_result(out: BaseModel, text: str) -> CallToolResult:

@@ -16,6 +16,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 from mcp_types.version import is_version_at_least
 
+from server.mcp_app.calls import connection_of
+
 __all__ = [
     "RULES_INDEX_URI",
     "STORE_SUMMARY_URI",
@@ -43,13 +45,13 @@ class ResourceSubscriptions:
         self._by_session: dict[int, set[str]] = {}
 
     def add(self, session: object, uri: str) -> None:
-        self._by_session.setdefault(id(session), set()).add(uri)
+        self._by_session.setdefault(id(connection_of(session)), set()).add(uri)
 
     def remove(self, session: object, uri: str) -> None:
-        self._by_session.get(id(session), set()).discard(uri)
+        self._by_session.get(id(connection_of(session)), set()).discard(uri)
 
     def of(self, session: object) -> set[str]:
-        return set(self._by_session.get(id(session), ()))
+        return set(self._by_session.get(id(connection_of(session)), ()))
 
     async def on_subscribe(self, ctx: object, params: SubscribeRequestParams) -> EmptyResult:
         self.add(ctx.session, params.uri)  # type: ignore[attr-defined]
