@@ -1,0 +1,324 @@
+"""Benchmark the hierarchy stores on SQLite, PostgreSQL and MySQL/MariaDB against raw driver calls.
+
+Run: ``.venv/bin/python bench/bench_backends.py [--quick]``
+
+For each backend, at 1k and 10k chunks (``--quick``: 1k only):
+
+- ``add_chunks``: chunks/s through the store (leaf check, idempotent insert, id lookup, one
+  transaction per batch of 100) vs the bare ``executemany`` of the same INSERT on the same
+  driver (the baseline: what one would write by hand, with no checks and no ids back);
+- ``page``: latency of ``chunks_in_category(limit=100)`` walking a category with keyset
+  pagination vs the same SELECT on the bare driver connection;
+- ``children``: latency of ``categories(parent_id=…)`` vs the same SELECT on the bare driver.
+
+Ratios are store / baseline (1.0 = no overhead). The server backends are the services on the
+machine; a backend whose service is down is reported and skipped. Rows are written under a
+bench scope and deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memory_core.errors import MemoirError
+from memory_core.hierarchy.store import NewChunk
+from memory_core.models import content_hash, stable_id
+from memory_core.storage.url import parse_database_url
+
+URLS = {
+    "postgres": "postgresql://postgres@127.0.0.1:5432/test",
+    "mysql": "mysql://root@127.0.0.1:3306/test",
+}
+LEAVES = 10
+BATCH = 100
+_WORDS = [
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta",
+    "eta", "theta", "iota", "kappa", "lambda", "mu",
+]  # fmt: skip
+
+
+def _chunks(scope: str, start: int, count: int) -> list[NewChunk]:
+    out = []
+    for i in range(start, start + count):
+        text = " ".join(_WORDS[(i * 7 + k) % len(_WORDS)] for k in range(60)) + f" #{i}"
+        out.append(
+            NewChunk(
+                uid=stable_id("bench", scope, i),
+                text=text,
+                token_count=61,
+                content_hash=content_hash(text),
+                created_at=f"2025-01-01T00:00:00.{i:06d}+00:00",
+            )
+        )
+    return out
+
+
+async def _timed(fn: Callable[[], Awaitable[Any]], repeat: int) -> float:
+    """Median seconds of ``repeat`` calls."""
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        await fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+class Raw:
+    """The same statements on a bare driver connection (no lock, retry, checks or mapping)."""
+
+    def __init__(self, backend: str, store: Any) -> None:
+        self.backend = backend
+        self.store = store
+        self.conn: Any = None
+
+    async def open(self) -> None:
+        if self.backend == "postgres":
+            import psycopg
+
+            url = parse_database_url(URLS["postgres"])
+            self.conn = await psycopg.AsyncConnection.connect(
+                host=url.host, port=url.port, user=url.user, dbname=url.database, autocommit=True
+            )
+        elif self.backend == "mysql":
+            import pymysql
+
+            url = parse_database_url(URLS["mysql"])
+            self.conn = pymysql.connect(
+                host=url.host, port=url.port, user=url.user, database=url.database,
+                charset="utf8mb4", autocommit=True,
+            )  # fmt: skip
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            result = self.conn.close()
+            if hasattr(result, "__await__"):
+                await result
+
+    def _sql(self, sql: str) -> str:
+        if self.backend == "sqlite":
+            return (
+                sql.replace("%s", "?")
+                .replace("memoir_chunk", "item")
+                .replace("memoir_category", "category")
+            )
+        return sql
+
+    async def execute(self, sql: str, params: Any, many: bool = False) -> list[Any]:
+        sql = self._sql(sql)
+        if self.backend == "postgres":
+            if many:
+                async with self.conn.cursor() as cur:
+                    await cur.executemany(sql, params)
+                return []
+            cur = await self.conn.execute(sql, params)
+            return list(await cur.fetchall())
+        if self.backend == "mysql":
+
+            def run() -> list[Any]:
+                with self.conn.cursor() as cur:
+                    if many:
+                        self.conn.begin()
+                        cur.executemany(sql, params)
+                        self.conn.commit()
+                        return []
+                    cur.execute(sql, params)
+                    return list(cur.fetchall())
+
+            return await anyio.to_thread.run_sync(run)
+
+        def sqlite(conn: Any) -> list[Any]:
+            if many:
+                conn.executemany(sql, params)
+                return []
+            return list(conn.execute(sql, params).fetchall())
+
+        db = self.store.store.db
+        return await (db.write(sqlite) if many else db.read(sqlite))
+
+
+async def _open_store(backend: str, folder: Path) -> tuple[Any, Any]:
+    """(store, closer) for ``backend``."""
+    if backend == "sqlite":
+        from memory_core.config import load_settings
+        from memory_core.embed import create_embedder
+        from memory_core.service import Memoir
+        from memory_core.storage.sqlite.hierarchy import SqliteHierarchyStore
+
+        memoir = await Memoir.open(
+            f"sqlite:///{folder / 'bench.db'}",
+            settings=load_settings(cwd=folder, environ={}),
+            embedder=create_embedder("hash:64"),
+        )
+        return SqliteHierarchyStore(memoir.context.store, depth=2), memoir
+    url = parse_database_url(URLS[backend])
+    if backend == "postgres":
+        from memory_core.storage.postgres.hierarchy import PostgresHierarchyStore
+
+        store: Any = PostgresHierarchyStore(url, depth=2)
+    else:
+        from memory_core.storage.mysql.hierarchy import MysqlHierarchyStore
+
+        store = MysqlHierarchyStore(url, depth=2)
+    return await store.open(), store
+
+
+async def _bench_size(
+    backend: str, store: Any, raw: Raw, size: int, scopes: list[str]
+) -> list[str]:
+    lines: list[str] = []
+    scope = f"bench:{uuid.uuid4().hex}"
+    raw_scope = f"bench-raw:{uuid.uuid4().hex}"
+    scopes += [scope, raw_scope]
+    root = await store.create_category(scope, parent_id=None, level=1, name="Root")
+    leaves = [
+        await store.create_category(scope, parent_id=root.category_id, level=2, name=f"Leaf {n}")
+        for n in range(LEAVES)
+    ]
+    raw_root = await store.create_category(raw_scope, parent_id=None, level=1, name="Root")
+    raw_leaf = await store.create_category(
+        raw_scope, parent_id=raw_root.category_id, level=2, name="Leaf"
+    )
+    chunks = _chunks(scope, 0, size)
+
+    started = time.perf_counter()
+    for start in range(0, size, BATCH):
+        leaf = leaves[(start // BATCH) % LEAVES]
+        await store.add_chunks(scope, leaf.category_id, chunks[start : start + BATCH])
+    store_rate = size / (time.perf_counter() - started)
+
+    raw_chunks = _chunks(raw_scope, 0, size)
+    if backend == "sqlite":
+        insert = (
+            "INSERT INTO item (uid, scope, kind, category_id, text, content_hash, "
+            "token_count, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)"
+        )
+        rows = [
+            (c.uid, raw_scope, "hierarchy_chunk", raw_leaf.category_id, c.text,
+             c.content_hash, c.token_count, c.created_at, c.created_at)
+            for c in raw_chunks
+        ]  # fmt: skip
+    else:
+        insert = (
+            "INSERT INTO memoir_chunk (uid, scope, category_id, text, token_count, "
+            "content_hash, created_at, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,'{}')"
+        )
+        rows = [
+            (c.uid, raw_scope, raw_leaf.category_id, c.text, c.token_count,
+             c.content_hash, c.created_at)
+            for c in raw_chunks
+        ]  # fmt: skip
+    started = time.perf_counter()
+    for start in range(0, size, BATCH):
+        await raw.execute(insert, rows[start : start + BATCH], many=True)
+    raw_rate = size / (time.perf_counter() - started)
+
+    leaf_id = leaves[0].category_id
+    pages = max(1, size // LEAVES // 100)
+    page_sql = (
+        "SELECT chunk_id, uid, category_id, text, token_count, content_hash, created_at "
+        "FROM memoir_chunk WHERE category_id = %s AND scope = %s "
+        "ORDER BY created_at, uid LIMIT %s"
+    )
+    if backend == "sqlite":
+        page_sql = page_sql.replace("chunk_id,", "item_id,", 1)
+    repeat = 50
+
+    async def store_page() -> None:
+        await store.chunks_in_category(scope, leaf_id, limit=100)
+
+    async def raw_page() -> None:
+        await raw.execute(page_sql, (leaf_id, scope, 100))
+
+    async def store_children() -> None:
+        await store.categories(scope, parent_id=root.category_id)
+
+    children_sql = (
+        "SELECT category_id, scope, parent_id, level, name, created_at, summary "
+        "FROM memoir_category WHERE scope = %s AND parent_id = %s "
+        "ORDER BY norm_name, category_id"
+    )
+
+    async def raw_children() -> None:
+        await raw.execute(children_sql, (scope, root.category_id))
+
+    # Walk a whole category once with keyset pagination (what the budget reader does).
+    walked = 0
+    after = None
+    started = time.perf_counter()
+    while True:
+        batch = await store.chunks_in_category(scope, leaf_id, after=after, limit=100)
+        if not batch:
+            break
+        walked += len(batch)
+        after = (batch[-1].created_at, batch[-1].uid)
+    walk_s = time.perf_counter() - started
+
+    page_store = await _timed(store_page, repeat)
+    page_raw = await _timed(raw_page, repeat)
+    kids_store = await _timed(store_children, repeat)
+    kids_raw = await _timed(raw_children, repeat)
+    lines += [
+        f"{backend:8s} {size:>6d} add_chunks  {store_rate:9.0f} chunks/s  "
+        f"raw executemany {raw_rate:9.0f} rows/s   ratio store/raw time "
+        f"{raw_rate / store_rate:5.2f}",
+        f"{backend:8s} {size:>6d} page(100)   {page_store * 1e3:9.3f} ms      "
+        f"raw SELECT      {page_raw * 1e3:9.3f} ms     ratio {page_store / page_raw:5.2f}",
+        f"{backend:8s} {size:>6d} children    {kids_store * 1e3:9.3f} ms      "
+        f"raw SELECT      {kids_raw * 1e3:9.3f} ms     ratio {kids_store / kids_raw:5.2f}",
+        f"{backend:8s} {size:>6d} keyset walk of one leaf: {walked} chunks in "
+        f"{walk_s * 1e3:.1f} ms ({pages} pages expected)",
+    ]
+    return lines
+
+
+async def bench_backend(backend: str, sizes: list[int], folder: Path) -> list[str]:
+    store, closer = await _open_store(backend, folder)
+    raw = Raw(backend, store)
+    await raw.open()
+    lines: list[str] = []
+    scopes: list[str] = []
+    try:
+        for size in sizes:
+            lines += await _bench_size(backend, store, raw, size, scopes)
+    finally:
+        if backend == "sqlite":
+            await store.close()
+            await raw.close()
+            await closer.close()
+        else:
+            for scope in scopes:
+                await store.delete_scope(scope)
+            await raw.close()
+            await store.close()
+    return lines
+
+
+async def main(quick: bool) -> None:
+    sizes = [1000] if quick else [1000, 10000]
+    print(f"hierarchy stores vs raw driver calls; sizes {sizes}; batches of {BATCH}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in ("sqlite", "postgres", "mysql"):
+            try:
+                for line in await bench_backend(backend, sizes, Path(tmp)):
+                    print(line)
+            except MemoirError as exc:
+                print(f"{backend:8s} skipped: {exc}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1k chunks only")
+    args = parser.parse_args()
+    anyio.run(main, args.quick)
