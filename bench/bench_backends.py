@@ -212,7 +212,7 @@ async def _bench_size(
     else:
         insert = (
             "INSERT INTO memoir_chunk (uid, scope, category_id, text, token_count, "
-            "content_hash, created_at, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,'{}')"
+            "content_hash, created_at, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
         )
         rows = [
             (c.uid, raw_scope, raw_leaf.category_id, c.text, c.token_count,

@@ -28,7 +28,7 @@ from memory_core.hierarchy.store import (
 )
 from memory_core.models import utc_now
 from memory_core.storage.mysql.connection import MysqlConnection
-from memory_core.storage.mysql.schema import SCHEMA_LOCK_NAME, SCHEMA_STATEMENTS, SCHEMA_VERSION
+from memory_core.storage.mysql.schema import SCHEMA_LOCK_NAME, SCHEMA_VERSION, schema_statements
 from memory_core.storage.url import DatabaseURL
 
 __all__ = ["MysqlHierarchyStore"]
@@ -411,7 +411,9 @@ class MysqlHierarchyStore(HierarchyStore):
 def _create_schema(cursor: Any) -> int:
     cursor.execute("SELECT GET_LOCK(%s, %s)", (SCHEMA_LOCK_NAME, _SCHEMA_LOCK_TIMEOUT_S))
     try:
-        for statement in SCHEMA_STATEMENTS:  # DDL commits on its own in MySQL
+        cursor.execute("SELECT VERSION()")
+        mariadb = "mariadb" in str(cursor.fetchone()[0]).lower()
+        for statement in schema_statements(mariadb=mariadb):  # DDL commits on its own
             cursor.execute(statement)
         cursor.execute(
             "INSERT IGNORE INTO memoir_schema (version, applied_at) VALUES (%s, %s)",
