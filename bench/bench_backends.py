@@ -216,7 +216,7 @@ async def _bench_size(
         )
         rows = [
             (c.uid, raw_scope, raw_leaf.category_id, c.text, c.token_count,
-             c.content_hash, c.created_at)
+             c.content_hash, c.created_at, "{}")
             for c in raw_chunks
         ]  # fmt: skip
     started = time.perf_counter()
