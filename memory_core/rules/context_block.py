@@ -111,7 +111,7 @@ def pack_directives(
         include_breadcrumbs: add source path, lines and section under each directive.
 
     Returns:
-        The block, the directives in rendered order (``forced`` set where applicable),
+        The block, the chosen directives best first (``forced`` and ``ref`` set),
         citations, exact tokens used, how many were forced, how many the budget left out.
     """
     if count(header) > budget:
@@ -162,7 +162,6 @@ def pack_directives(
         block = header if count(header) <= budget else ""
         tokens = count(block)
         ordered = []
-    selected = [d.model_copy(update={"forced": d.directive_id in forced_ids}) for d in ordered]
     citations = [
         Citation(
             ref=index,
@@ -173,8 +172,19 @@ def pack_directives(
             directive_id=d.directive_id,
             section=list(d.section),
         )
-        for index, d in enumerate(selected, start=1)
+        for index, d in enumerate(ordered, start=1)
     ]
+    refs = {d.directive_id: index for index, d in enumerate(ordered, start=1)}
+    # Returned best first (Requirement 3.9); the block groups them by rule, linked by ref.
+    selected = sorted(
+        (
+            d.model_copy(
+                update={"forced": d.directive_id in forced_ids, "ref": refs[d.directive_id]}
+            )
+            for d in ordered
+        ),
+        key=lambda d: order[d.directive_id],
+    )
     return PackedBlock(
         context_block=block,
         selected=selected,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.models import NewItem, content_hash, stable_id
-from memory_core.rules.topics import TopicNormalizer, canonical_topic
+from memory_core.rules.topics import TopicNormalizer
 from memory_core.tokens import TokenCounter
 from rules_parser import Directive, RuleDocument, infer_layer
 from rules_parser.vocabulary import FRAMEWORK_KEYWORDS, LANGUAGE_KEYWORDS, PLATFORM_KEYWORDS
@@ -50,7 +50,8 @@ for _category, _vocab in (
 
 def rule_key(name: str) -> str:
     """The stable rule id: the rule name casefolded with words joined by ``-``."""
-    key = canonical_topic(name.replace(".", "-"))
+    key = re.sub(r"[\s_.]+", "-", name.strip().casefold())
+    key = re.sub(r"[^\w-]+", "", key).strip("-")
     return key or stable_id(name, length=12)
 
 

@@ -153,6 +153,7 @@ class RankedDirective(BaseModel):
         default_factory=list, description="Which retrieval arms found it."
     )
     forced: bool = Field(False, description="Included as a top MUST regardless of the budget.")
+    ref: int | None = Field(None, description="Its [n] marker in the context block.")
 
 
 class Citation(BaseModel):

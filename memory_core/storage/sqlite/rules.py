@@ -182,6 +182,8 @@ def _delete_resource(conn: Any, resource_id: int) -> int:
         )
     ]
     _delete_entities(conn, sections)
+    # The rule entity may still name this document as its latest source.
+    conn.execute("UPDATE entity SET resource_id = NULL WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM resource WHERE resource_id = ?", (resource_id,))
     return len(item_ids)
 
