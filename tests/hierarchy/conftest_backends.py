@@ -171,6 +171,7 @@ async def hierarchy_store_factory(
 
     factory.scopes = scopes  # type: ignore[attr-defined]
     factory.backend = backend  # type: ignore[attr-defined]
+    factory.cache = {}  # type: ignore[attr-defined]
     try:
         yield factory
     finally:

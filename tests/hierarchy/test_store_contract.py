@@ -12,9 +12,11 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory_core.errors import InvalidInputError
-from memory_core.hierarchy.store import Category, HierarchyStore, NewChunk
+from memory_core.hierarchy.store import Category, HierarchyStore, NewChunk, normalise_category_name
 from memory_core.models import content_hash, stable_id
 
 try:  # tests/hierarchy is on sys.path when it has no __init__.py (pytest's rootdir-less mode)
@@ -524,3 +526,49 @@ async def test_chunk_counts_are_per_leaf_category(
     await store.add_chunks(scope, b.category_id, [_chunk(scope, 9, created_at=_ts(9))])
     assert await store.chunk_counts(scope) == {a.category_id: 3, b.category_id: 1}
     assert await store.chunk_counts(other_scope(hierarchy_store_factory)) == {}
+
+
+# -- properties ----------------------------------------------------------------------------
+
+_ANY_TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+_NAMES = st.text(_ANY_TEXT, min_size=1, max_size=30).filter(
+    lambda name: bool(normalise_category_name(name))
+)
+_SPELLINGS = st.sampled_from([str.upper, str.lower, str.title, lambda s: f"  {s}\t", lambda s: s])
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(names=st.lists(_NAMES, min_size=1, max_size=5), spell=_SPELLINGS, text=st.text(_ANY_TEXT))
+async def test_any_name_and_text_round_trip_and_twins_follow_the_normalised_name(
+    hierarchy_store_factory: StoreFactory,
+    names: list[str],
+    spell: Any,
+    text: str,
+) -> None:
+    # One store for every example (opening one per example would dominate the run time).
+    cache: dict[str, Any] = hierarchy_store_factory.cache  # type: ignore[attr-defined]
+    if "store" not in cache:
+        cache["store"] = await hierarchy_store_factory(depth=1)
+    store = cache["store"]
+    scope = other_scope(hierarchy_store_factory)  # a fresh scope per example, cleaned up
+    made = [await store.create_category(scope, parent_id=None, level=1, name=n) for n in names]
+    for name, category in zip(names, made, strict=True):
+        assert category.name == " ".join(name.split())  # stored exactly, whitespace folded
+        twin = await store.create_category(scope, parent_id=None, level=1, name=spell(name))
+        # The database must neither merge what the normalised names tell apart (collations
+        # that fold accents or case differently) nor split what they call the same.
+        if normalise_category_name(spell(name)) == normalise_category_name(name):
+            assert twin.category_id == category.category_id
+        else:
+            assert twin.category_id != category.category_id
+    distinct = {normalise_category_name(n) for n in names}
+    assert len({c.category_id for c in made}) == len(distinct)
+    leaf = made[0]
+    chunk = _chunk(scope, "prop", created_at=_ts(1), text=text)
+    await store.add_chunks(scope, leaf.category_id, [chunk])
+    [read] = await store.chunks_in_category(scope, leaf.category_id)
+    assert read.text == text
