@@ -76,7 +76,7 @@ def _doc_out(doc: DocRecord, fields: Sequence[str] | None = None) -> DocOut | No
         if not chosen:
             return None
         values = chosen
-    out = DocOut(**{k.split(".", 1)[1]: v for k, v in values.items()})
+    out = DocOut.model_validate({k.split(".", 1)[1]: v for k, v in values.items()})
     if (fields is None or "*" in fields or "doc.tag" in fields) and doc.tags:
         out.tags = list(doc.tags)
     return out
@@ -94,7 +94,7 @@ def _chunk_out(chunk: ChunkRecord, fields: Sequence[str] | None = None) -> Chunk
         values = {k: v for k, v in values.items() if k in fields or "*" in fields}
         if not values:
             return None
-    out = ChunkOut(**{k.split(".", 1)[1]: v for k, v in values.items()})
+    out = ChunkOut.model_validate({k.split(".", 1)[1]: v for k, v in values.items()})
     if fields is None or "*" in fields or "chunk.offset" in fields:
         out.end_offset = chunk.end_offset
     return out
@@ -153,17 +153,21 @@ async def _ranked(
     lexical_text: str | None = None,
     semantic_text: str | None = None,
 ) -> tuple[list[tuple[Hit, ChunkRecord]], SearchOutcome]:
+    # Every candidate of the arms is ranked here (the spec's tie-breaks need the documents),
+    # and a fixed minimum pool keeps pages of one query consistent with each other.
+    depth = min(4096, max(200, 2 * k))
     outcome = await search(
         ctx,
         query,
         scope=scope,
         kinds=(CHUNK_KIND,),
-        k=k,
+        k=depth,
         mode=mode,
         filter_sql=flt,
         lexical_text=lexical_text,
         semantic_text=semantic_text,
-        fetch_k=max(50, 3 * k),
+        fetch_k=depth,
+        enough=k,
     )
     db = ctx.store.db  # type: ignore[attr-defined]
     chunks = await db.read(doc_sql.chunks_by_ids, [h.item_id for h in outcome.hits])
@@ -185,7 +189,7 @@ async def run_search(
     """``memoir search``: top-k chunks (see ``DocumentService.search``)."""
     started = time.perf_counter()
     _check_query(query)
-    k = k or ctx.settings.search.default_k
+    k = ctx.settings.search.default_k if k is None else k
     if not 1 <= k <= 10_000:
         raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
     _, flt = _filter(filter)
@@ -358,7 +362,9 @@ async def run_context(
     """``memoir context``: a packed window with provenance (see ``DocumentService.context``)."""
     started = time.perf_counter()
     _check_query(query)
-    k = k or max(50, ctx.settings.search.default_k)
+    k = max(50, ctx.settings.search.default_k) if k is None else k
+    if not 1 <= k <= 10_000:
+        raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
     _, flt = _filter(filter)
     pairs, outcome = await _ranked(ctx, query=query, scope=scope, k=k, mode=mode, flt=flt)
     context = pack_hits(

@@ -156,9 +156,10 @@ async def import_jsonl(ctx: CoreContext, lines: Iterator[str], *, scope: str) ->
             return
         doc, items, vectors = pending
         pending = None
-        if same_embedder and all(v is not None for v in vectors):
+        present = [v for v in vectors if v is not None]
+        if same_embedder and len(present) == len(vectors):
             matrix = (
-                np.vstack(vectors)
+                np.vstack(present)
                 if vectors
                 else np.zeros((0, ctx.embedder.dimension), dtype=np.float32)
             )

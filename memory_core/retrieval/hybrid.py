@@ -100,6 +100,7 @@ async def search(
     lexical_text: str | None = None,
     semantic_text: str | None = None,
     fetch_k: int | None = None,
+    enough: int | None = None,
 ) -> SearchOutcome:
     """Run the search and return hits with the engine's diagnostics.
 
@@ -115,6 +116,7 @@ async def search(
         lexical_text: text for the lexical arm instead of ``query`` (RQL ``lexical()``).
         semantic_text: text for the vector arm instead of ``query`` (RQL ``semantic()``).
         fetch_k: candidates per arm (default ``max(50, 3 k)``).
+        enough: AND-query hits that make the OR fallback unnecessary (default ``k``).
 
     Raises:
         InvalidInputError: the query is empty or ``k`` is out of range.
@@ -166,7 +168,7 @@ async def search(
                 scope=scope,
                 kinds=kinds,
                 limit=depth,
-                enough=k,
+                enough=enough or k,
                 flt=filter_sql,
             )
         )

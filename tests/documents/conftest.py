@@ -57,5 +57,7 @@ def corpus(tmp_path: Path) -> Path:
         "# Deploys\n\nZero-downtime deploy uses blue green switching and health checks.\n",
         encoding="utf-8",
     )
-    (root / "ops" / "notes.txt").write_text("Runbook: recovery after an outage.\n", encoding="utf-8")
+    (root / "ops" / "notes.txt").write_text(
+        "Runbook: recovery after an outage.\n", encoding="utf-8"
+    )
     return root

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +23,7 @@ def test_chunks_are_exact_slices_within_the_token_limit() -> None:
         assert text[chunk.start : chunk.end] == chunk.text
         assert chunk.tokens == COUNTER.count(chunk.text) <= 50
     # Consecutive chunks overlap, and the last one reaches the end.
-    assert all(b.start < a.end for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(b.start < a.end for a, b in itertools.pairwise(chunks))
     assert chunks[-1].end == len(text)
 
 

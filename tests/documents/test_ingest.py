@@ -43,7 +43,9 @@ async def test_unchanged_files_are_skipped_and_ids_are_stable(memoir: Memoir, co
     assert [d.doc_id for d in first.documents] == [d.doc_id for d in second.documents]
 
 
-async def test_edit_replaces_chunks_and_leaves_no_stale_results(memoir: Memoir, corpus: Path) -> None:
+async def test_edit_replaces_chunks_and_leaves_no_stale_results(
+    memoir: Memoir, corpus: Path
+) -> None:
     await memoir.documents.add_paths([corpus], scope="s")
     target = corpus / "api" / "auth.md"
     target.write_text("# Auth\n\nTokens are now signed with Ed25519 keys.\n", encoding="utf-8")
@@ -66,7 +68,9 @@ async def test_delete_and_rename(memoir: Memoir, corpus: Path) -> None:
     response = await memoir.documents.search("blue green", scope="s", k=10, mode="lexical")
     assert [r.doc.path for r in response.results] == [new.as_posix()]
     (corpus / "ops" / "notes.txt").unlink()
-    removed = await memoir.documents.remove([str(corpus / "ops" / "notes.txt")], scope="s", purge=True)
+    removed = await memoir.documents.remove(
+        [str(corpus / "ops" / "notes.txt")], scope="s", purge=True
+    )
     assert removed.purged == {"documents": 2, "tombstones": 2}
     assert await _texts(memoir, "runbook") == []
     await _consistent(memoir)
@@ -111,7 +115,9 @@ async def test_unreadable_file_is_skipped(memoir: Memoir, tmp_path: Path) -> Non
     assert report.skipped == 1 and "cannot read" in report.warnings[0]
 
 
-async def test_symlinks_outside_the_root_and_loops_are_skipped(memoir: Memoir, tmp_path: Path) -> None:
+async def test_symlinks_outside_the_root_and_loops_are_skipped(
+    memoir: Memoir, tmp_path: Path
+) -> None:
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
     (root / "sub" / "in.md").write_text("inside", encoding="utf-8")
@@ -150,7 +156,9 @@ async def test_mtime_only_skips_without_reading(memoir: Memoir, corpus: Path) ->
 
 
 async def test_add_text_and_tags_are_kept_on_plain_re_add(memoir: Memoir) -> None:
-    first = await memoir.documents.add_text("hello text", path="./notes//a.md", scope="s", tags=["t1, t2"])
+    first = await memoir.documents.add_text(
+        "hello text", path="./notes//a.md", scope="s", tags=["t1, t2"]
+    )
     assert first.documents[0].path == "notes/a.md"
     again = await memoir.documents.add_text("hello text", path="notes/a.md", scope="s")
     assert again.unchanged == 1

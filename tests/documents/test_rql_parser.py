@@ -118,9 +118,42 @@ def _check_position(error: QuerySyntaxError, text: str) -> None:
 
 
 rql_alphabet = st.sampled_from(
-    ["SELECT", "FROM", "chunk", "doc", "USING", "semantic(", "lexical(", ")", "FILTER", "AND",
-     "OR", "NOT", "IN", "(", ",", "doc.tag", "chunk.tokens", "=", "<=", "!=", "LIKE", "GLOB",
-     "'x'", '"y"', "42", "ORDER BY", "score", "LIMIT", "OFFSET", ";", "\n", "'", "doc.path", "*"]
+    [
+        "SELECT",
+        "FROM",
+        "chunk",
+        "doc",
+        "USING",
+        "semantic(",
+        "lexical(",
+        ")",
+        "FILTER",
+        "AND",
+        "OR",
+        "NOT",
+        "IN",
+        "(",
+        ",",
+        "doc.tag",
+        "chunk.tokens",
+        "=",
+        "<=",
+        "!=",
+        "LIKE",
+        "GLOB",
+        "'x'",
+        '"y"',
+        "42",
+        "ORDER BY",
+        "score",
+        "LIMIT",
+        "OFFSET",
+        ";",
+        "\n",
+        "'",
+        "doc.path",
+        "*",
+    ]
 )
 
 

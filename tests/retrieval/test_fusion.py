@@ -61,16 +61,20 @@ def test_fuse_rejects_unknown_method_and_negative_weights() -> None:
         rrf({"a": []}, k=0)
 
 
-arm = st.lists(
-    st.tuples(st.integers(0, 30), st.floats(-50, 50, allow_nan=False)), max_size=25
-).map(lambda pairs: [ScoredId(i, s) for i, s in pairs])
+arm = st.lists(st.tuples(st.integers(0, 30), st.floats(-50, 50, allow_nan=False)), max_size=25).map(
+    lambda pairs: [ScoredId(i, s) for i, s in pairs]
+)
 
 
 @given(arm, arm, st.sampled_from(["rrf", "weighted"]))
-def test_fusion_is_deterministic_unique_and_a_subset(a: list[ScoredId], b: list[ScoredId], method: str) -> None:
+def test_fusion_is_deterministic_unique_and_a_subset(
+    a: list[ScoredId], b: list[ScoredId], method: str
+) -> None:
     arms = {"lexical": a, "semantic": b}
     first = fuse(arms, method=method, higher_is_better={"lexical": False})  # type: ignore[arg-type]
-    second = fuse(dict(reversed(list(arms.items()))), method=method, higher_is_better={"lexical": False})  # type: ignore[arg-type]
+    second = fuse(
+        dict(reversed(list(arms.items()))), method=method, higher_is_better={"lexical": False}
+    )  # type: ignore[arg-type]
     ids = [f.item_id for f in first]
     assert ids == [f.item_id for f in second]
     assert len(ids) == len(set(ids))

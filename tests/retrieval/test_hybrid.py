@@ -5,12 +5,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from memory_core.documents.fel import parse_filter
 from memory_core.embed import create_embedder
 from memory_core.errors import InvalidInputError
 from memory_core.retrieval.hybrid import hybrid_search, search
 from memory_core.service import Memoir
 from memory_core.storage.sqlite.doc_filters import compile_filter
-from memory_core.documents.fel import parse_filter
 
 pytestmark = pytest.mark.anyio
 
@@ -52,12 +52,16 @@ async def _corpus(memoir: Memoir) -> None:
     await docs.add_text("Blue green deploys give zero downtime.", path="b.md", scope="s")
     for i in range(60):
         tags = ["rare"] if i in (7, 42) else ["common"]
-        await docs.add_text(f"Filler note {i} about deploy logs.", path=f"f/{i}.md", scope="s", tags=tags)
+        await docs.add_text(
+            f"Filler note {i} about deploy logs.", path=f"f/{i}.md", scope="s", tags=tags
+        )
 
 
 async def test_hits_carry_each_arms_raw_score_and_rank(memoir: Memoir) -> None:
     await _corpus(memoir)
-    hits = await hybrid_search(memoir.context, "exponential backoff", scope="s", kinds=["chunk"], k=3)
+    hits = await hybrid_search(
+        memoir.context, "exponential backoff", scope="s", kinds=["chunk"], k=3
+    )
     top = hits[0]
     assert top.lexical is not None and top.semantic is not None
     assert top.lexical.raw < 0 and top.lexical.score == -top.lexical.raw
@@ -88,7 +92,13 @@ async def test_selective_filters_never_starve_results(memoir: Memoir, mode: str)
     await _corpus(memoir)
     flt = compile_filter(parse_filter("doc.tag = 'rare'"))
     hits = await hybrid_search(
-        memoir.context, "deploy logs note", scope="s", kinds=["chunk"], k=5, mode=mode, filter_sql=flt  # type: ignore[arg-type]
+        memoir.context,
+        "deploy logs note",
+        scope="s",
+        kinds=["chunk"],
+        k=5,
+        mode=mode,
+        filter_sql=flt,  # type: ignore[arg-type]
     )
     assert len(hits) == 2  # min(k, matches)
 
