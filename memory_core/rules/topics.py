@@ -88,7 +88,7 @@ _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "es", "ed", "s")
 def stem(word: str) -> str:
     """A crude, fast English stem: enough to make "migrations" meet "migration"."""
     for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
             base = word[: -len(suffix)]
             return base + "y" if suffix == "ies" else base
     return word
