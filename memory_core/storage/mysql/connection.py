@@ -66,12 +66,14 @@ def connection_help(url: DatabaseURL, cause: BaseException | str) -> DatabaseUna
     host = f"{url.host}:{url.port or 3306}"
     user = url.user or "root"
     checks: list[str] = []
-    if code == _BAD_DATABASE:
+    missing_db = code == _BAD_DATABASE
+    refused_user = code in _ACCESS_DENIED
+    if missing_db:
         checks.append(
             f"create the database: `mysql -h {url.host} -P {url.port or 3306} -u {user} "
-            f"-e 'CREATE DATABASE `{url.database}` CHARACTER SET utf8mb4'`"
+            f"-e 'CREATE DATABASE {url.database} CHARACTER SET utf8mb4'`"
         )
-    elif code in _ACCESS_DENIED:
+    elif refused_user:
         checks.append(
             f"check the user {user!r} and its password, and that it is granted access to "
             f"{url.database!r} from this host"
@@ -81,8 +83,11 @@ def connection_help(url: DatabaseURL, cause: BaseException | str) -> DatabaseUna
             f"is MySQL/MariaDB running and listening on {host}? "
             f"(`mysqladmin -h {url.host} -P {url.port or 3306} ping`)"
         )
-    checks.append(f"does the database {url.database!r} exist?")
-    checks.append(f"does the user {user!r} have access to it?")
+    # The generic checks, minus the one the cause already answered.
+    if not missing_db:
+        checks.append(f"does the database {url.database!r} exist?")
+    if not refused_user:
+        checks.append(f"does the user {user!r} have access to it?")
     return DatabaseUnavailableError(
         f"cannot connect to MySQL at {url.redacted()}: {text}",
         hint="; ".join(checks),

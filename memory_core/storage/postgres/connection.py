@@ -49,12 +49,16 @@ def connection_help(url: DatabaseURL, cause: BaseException | str) -> DatabaseUna
     host = f"{url.host}:{url.port or 5432}"
     user = url.user or "the current OS user"
     checks: list[str] = []
-    if "does not exist" in lowered and "database" in lowered:
+    missing_db = "does not exist" in lowered and "database" in lowered
+    refused_user = not missing_db and any(
+        word in lowered for word in ("role", "password", "authentication")
+    )
+    if missing_db:
         checks.append(
             f"create the database: `createdb -h {url.host} -p {url.port or 5432} "
             f"-U {url.user or 'postgres'} {url.database}`"
         )
-    elif "role" in lowered or "password" in lowered or "authentication" in lowered:
+    elif refused_user:
         checks.append(
             f"check that the role {user!r} exists and may log in to {url.database!r} "
             "(password in the URL, pg_hba.conf)"
@@ -64,8 +68,11 @@ def connection_help(url: DatabaseURL, cause: BaseException | str) -> DatabaseUna
             f"is PostgreSQL running and listening on {host}? (`pg_isready -h {url.host} "
             f"-p {url.port or 5432}`)"
         )
-    checks.append(f"does the database {url.database!r} exist?")
-    checks.append(f"does the user {user!r} have access to it?")
+    # The generic checks, minus the one the cause already answered.
+    if not missing_db:
+        checks.append(f"does the database {url.database!r} exist?")
+    if not refused_user:
+        checks.append(f"does the user {user!r} have access to it?")
     return DatabaseUnavailableError(
         f"cannot connect to PostgreSQL at {url.redacted()}: {text}",
         hint="; ".join(checks),
