@@ -8,8 +8,12 @@ committed transaction, so nothing acknowledged is lost.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
-from typing import Literal
+import sys
+import threading
+from typing import Any, Literal
 
 import anyio
 import structlog
@@ -47,16 +51,60 @@ async def serve(
         log.info("server stopped", transport=transport)
 
 
+class StdinLines:
+    """Lines of stdin, read by a daemon thread with plain ``os.read`` calls.
+
+    The SDK's default reader blocks in a worker thread that cancellation cannot interrupt (and
+    that interpreter exit waits for), so a SIGTERM would hang until the client closed stdin.
+    A daemon thread on a raw descriptor (no buffered object whose lock could be held at exit)
+    feeding an asyncio queue lets a signal stop the server at once.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = os.dup(fd)
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._pump, args=(loop,), name="stdin", daemon=True).start()
+
+    def _pump(self, loop: asyncio.AbstractEventLoop) -> None:
+        pending = b""
+        try:
+            while chunk := os.read(self._fd, 1 << 16):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    loop.call_soon_threadsafe(
+                        self._queue.put_nowait, raw.decode("utf-8", "replace")
+                    )
+            if pending:
+                loop.call_soon_threadsafe(
+                    self._queue.put_nowait, pending.decode("utf-8", "replace")
+                )
+            loop.call_soon_threadsafe(self._queue.put_nowait, None)
+        except (RuntimeError, OSError):  # the loop closed first, or stdin went away
+            return
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._queue.get()
+        if line is None:
+            raise StopAsyncIteration
+        return line
+
+
 async def _serve_stdio(app: MemoirMCPServer, runtime: MemoirRuntime) -> None:
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
     lowlevel = app._lowlevel_server  # run_stdio_async takes no notification options
     options = lowlevel.create_initialization_options(NotificationOptions(resources_changed=True))
+    stdin: Any = StdinLines(sys.stdin.fileno())
     async with anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, runtime, tg.cancel_scope)
         tg.start_soon(runtime.open_in_background)
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, options)
         log.info("stdin closed")
         tg.cancel_scope.cancel()

@@ -1,7 +1,7 @@
 """Helpers for the MCP server tests: real stores in tmp_path, real clients over real transports.
 
 In-process tests connect the SDK's ``Client`` to the server object; subprocess tests spawn
-``python -m server.cli.main serve`` (exactly what ``memoir serve`` runs) with the hashing
+``memoir serve`` (exactly what ``memoir serve`` runs) with the hashing
 embedder, so nothing loads a model and every wait is bounded.
 """
 
@@ -90,5 +90,11 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# `python -m server.cli.main` would load main.py twice (as __main__ and as itself); the console
+# script's own entry point is what `memoir` runs.
+_ENTRY = "import sys; from server.cli.main import main; sys.argv[0] = 'memoir'; main()"
+
+
 def serve_command(db_url: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "server.cli.main", "--db", db_url, "serve", *args]
+    """The ``memoir --db URL serve ARGS`` command line, runnable without an installed script."""
+    return [sys.executable, "-c", _ENTRY, "--db", db_url, "serve", *args]
