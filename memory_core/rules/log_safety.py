@@ -27,5 +27,8 @@ def sanitize_for_log(text: str, limit: int = 100) -> str:
             out.append(f"\\x{ord(char):02x}")
         else:
             out.append(char)
-    suffix = "…" if len(text) > limit else ""
-    return "".join(out) + suffix
+    escaped = "".join(out)
+    # Escapes lengthen the text: the limit applies to what is written to the log.
+    if len(escaped) > limit or len(text) > limit:
+        return escaped[:limit] + "…"
+    return escaped

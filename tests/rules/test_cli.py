@@ -1,0 +1,172 @@
+"""``memoir rules …`` through click (in process) and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from server.cli.main import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(project: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
+    runner = CliRunner()
+    db = f"sqlite:///{project / 'cli.db'}"
+    env = {"MEMOIR_EMBEDDING__MODEL": "hash:384"}
+    cwd = os.getcwd()
+    os.chdir(project)  # default allowed root = project root of the working directory
+    try:
+        result = runner.invoke(cli, ["--db", db, *args], input=input, env=env)
+    finally:
+        os.chdir(cwd)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def ingested(project: Path) -> Path:
+    code, out, _ = _run(project, "rules", "upsert", "rules", "--scope", "s", "--json")
+    assert code == 0, out
+    return project
+
+
+def test_upsert_json_reports_statistics(project: Path) -> None:
+    code, out, _ = _run(project, "rules", "upsert", "rules", "--scope", "s", "--json")
+    body = json.loads(out)
+    assert code == 0 and body["ok"]
+    assert body["rules_upserted"] == 4
+    assert body["directives_added"] == 9
+    for key in ("sections_created", "patterns_extracted", "relations_established", "warnings"):
+        assert key in body
+    again = json.loads(_run(project, "rules", "upsert", "rules", "--scope", "s", "--json")[1])
+    assert {d["status"] for d in again["documents"]} == {"unchanged"}
+
+
+def test_upsert_outside_root_fails_with_exit_code(project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("# x\n\n- Always do y.\n", encoding="utf-8")
+    code, out, _ = _run(project, "rules", "upsert", str(outside), "--scope", "s", "--json")
+    assert code == 1
+    assert "outside the allowed roots" in json.loads(out)["documents"][0]["error"]
+
+
+def test_detect_human_and_json(ingested: Path) -> None:
+    code, out, _ = _run(ingested, "rules", "detect", "Add a FastAPI login endpoint", "--keywords")
+    assert code == 0
+    assert "layer       2-Application" in out
+    assert "keywords" in out
+    code, out, _ = _run(ingested, "rules", "detect", "Add a login endpoint", "--json")
+    assert json.loads(out)["context"]["detected_layer"] == "2-Application"
+
+
+def test_detect_empty_task_is_an_error(ingested: Path) -> None:
+    code, out, _ = _run(ingested, "rules", "detect", "  ", "--json")
+    assert code == 2
+    assert json.loads(out)["error"]["code"] == "invalid_input"
+
+
+def test_query_prints_the_block_and_json(ingested: Path) -> None:
+    code, out, err = _run(
+        ingested,
+        "rules",
+        "query",
+        "Add a login endpoint",
+        "--scope",
+        "s",
+        "--breadcrumbs",
+        "--budget",
+        "300",
+        "--explain",
+    )
+    assert code == 0
+    assert out.startswith("## Project rules for this task")
+    assert "_source: rules/auth.md" in out
+    assert "/300 tokens" in err
+    code, out, _ = _run(
+        ingested,
+        "rules",
+        "query",
+        "Add a login endpoint",
+        "--scope",
+        "s",
+        "--json",
+        "--max-items",
+        "2",
+        "--strict-layer",
+    )
+    body = json.loads(out)
+    assert len(body["directives"]) == 2
+    assert body["diagnostics"]["retrieval_stats"]["searched"] == 9
+
+
+def test_query_on_empty_store_fails_with_the_spec_message(project: Path) -> None:
+    code, out, _ = _run(project, "rules", "query", "anything", "--scope", "empty", "--json")
+    assert code == 1
+    assert json.loads(out)["error"]["message"].startswith("Knowledge graph is empty.")
+
+
+def test_stdin_batches_give_one_json_line_per_task(ingested: Path) -> None:
+    tasks = "Add a login endpoint\n\n   \nBackfill the migrations\n"
+    code, out, _ = _run(ingested, "rules", "query", "--stdin", "--scope", "s", input=tasks)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(lines) == 2
+    assert all(line["ok"] for line in lines)
+    assert lines[1]["directives"][0]["rule_id"] == "migrations"
+    code, out, _ = _run(ingested, "rules", "detect", "--stdin", "--scope", "s", input=tasks)
+    assert [json.loads(line)["context"]["detected_layer"] for line in out.splitlines()] == [
+        "2-Application",
+        "4-Persistence",
+    ]
+
+
+def test_list_show_rm(ingested: Path) -> None:
+    code, out, _ = _run(ingested, "rules", "list", "--scope", "s", "--json")
+    assert {r["rule_id"] for r in json.loads(out)["rules"]} == {
+        "auth",
+        "api-validation",
+        "migrations",
+        "logging",
+    }
+    code, out, _ = _run(ingested, "rules", "show", "auth", "--scope", "s")
+    assert code == 0 and "[MUST] Hash passwords with the platform library" in out
+    code, out, _ = _run(ingested, "rules", "rm", "auth", "--scope", "s")
+    assert code == 0 and "removed auth" in out
+    code, out, _ = _run(ingested, "rules", "show", "auth", "--scope", "s", "--json")
+    assert code == 3
+
+
+def test_real_subprocess_upsert_and_query(project: Path) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "MEMOIR_EMBEDDING__MODEL": "hash:384",
+        "MEMOIR_DATABASE_URL": f"sqlite:///{project / 'sub.db'}",
+    }
+    command = [sys.executable, "-c", "from server.cli.main import main; main()"]
+    upsert = subprocess.run(
+        [*command, "rules", "upsert", "rules", "--json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert upsert.returncode == 0, upsert.stderr
+    query = subprocess.run(
+        [*command, "rules", "query", "Add a login endpoint", "--json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert query.returncode == 0, query.stderr
+    assert json.loads(query.stdout)["citations"]
