@@ -572,3 +572,43 @@ async def test_any_name_and_text_round_trip_and_twins_follow_the_normalised_name
     await store.add_chunks(scope, leaf.category_id, [chunk])
     [read] = await store.chunks_in_category(scope, leaf.category_id)
     assert read.text == text
+
+
+async def test_concurrent_writers_of_the_same_chunks_store_each_once(
+    hierarchy_store_factory: StoreFactory, scope: str
+) -> None:
+    stores = [await hierarchy_store_factory(depth=1) for _ in range(2)]
+    leaf = await stores[0].create_category(scope, parent_id=None, level=1, name="Docs")
+    chunks = [_chunk(scope, i, created_at=_ts(i)) for i in range(40)]
+    results: list[dict[str, int]] = []
+
+    async def write(store: HierarchyStore, batch: list[NewChunk]) -> None:
+        ids = await store.add_chunks(scope, leaf.category_id, batch)
+        results.append(dict(zip([c.uid for c in batch], ids, strict=True)))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(6):  # two connections, overlapping batches in opposite orders
+            batch = chunks if n % 2 else list(reversed(chunks))
+            tg.start_soon(write, stores[n % 2], batch)
+    read = await stores[1].chunks_in_category(scope, leaf.category_id, limit=1000)
+    assert [c.uid for c in read] == [c.uid for c in chunks]
+    expected = {c.uid: c.chunk_id for c in read}
+    assert len(results) == 6
+    assert all(ids == expected for ids in results)  # every writer got the stored ids
+
+
+async def test_a_scope_that_looks_like_sql_is_just_a_value(
+    hierarchy_store_factory: StoreFactory,
+) -> None:
+    store = await hierarchy_store_factory(depth=1)
+    nasty_scope = other_scope(hierarchy_store_factory) + "'; DROP TABLE memoir_chunk; --\\%_"
+    hierarchy_store_factory.scopes.add(nasty_scope)  # type: ignore[attr-defined]
+    leaf = await store.create_category(nasty_scope, parent_id=None, level=1, name="Docs")
+    assert leaf.scope == nasty_scope
+    await store.add_chunks(
+        nasty_scope, leaf.category_id, [_chunk(nasty_scope, 1, created_at=_ts(1))]
+    )
+    assert [c.scope for c in await store.all_categories(nasty_scope)] == [nasty_scope]
+    assert len(await store.chunks_in_category(nasty_scope, leaf.category_id)) == 1
+    await store.record_run(nasty_scope, "q", 1.0, {})
+    assert [r["scope"] for r in await store.list_runs(nasty_scope)] == [nasty_scope]
