@@ -27,6 +27,14 @@ def _with_server_settings(state: CliState, **updates: Any) -> Any:
     return state.settings.model_copy(update={"server": server})
 
 
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
 def _print_config(
     transport: str, host: str, port: int, db: str | None, workspace: str | None
 ) -> None:
@@ -66,7 +74,12 @@ def register(cli: click.Group) -> None:
         help="stdio (default; what clients spawn), sse, or http (streamable HTTP).",
     )
     @click.option("--host", default=None, help="Address for sse/http (default 127.0.0.1).")
-    @click.option("--port", type=int, default=None, help="Port for sse/http (default 8765).")
+    @click.option(
+        "--port",
+        type=int,
+        default=None,
+        help="Port for sse/http (default 8765; 0 picks a free one).",
+    )
     @click.option(
         "--scope", "scope", default=None, help="Serve this one scope, whatever the client's roots."
     )
@@ -107,6 +120,15 @@ def register(cli: click.Group) -> None:
             workspace=str(workspace.expanduser().resolve()) if workspace else None,
             extra_tools=extra_tools,
         )
+        if settings.server.port == 0 and settings.server.transport != "stdio":
+            # Port 0: pick a free port now, so --print-config shows the real URL.
+            settings = settings.model_copy(
+                update={
+                    "server": settings.server.model_copy(
+                        update={"port": _free_port(settings.server.host)}
+                    )
+                }
+            )
         cfg = settings.server
         try:
             from memory_core.scope import validate_scope

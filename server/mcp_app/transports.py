@@ -22,13 +22,13 @@ from anyio.abc import CancelScope
 from server.mcp_app.app import MemoirMCPServer
 from server.mcp_app.runtime import MemoirRuntime
 
-__all__ = ["Transport", "serve"]
+__all__ = ["DRAIN_S", "StdinLines", "Transport", "serve"]
 
 log = structlog.get_logger(__name__)
 
 Transport = Literal["stdio", "sse", "http"]
 
-_DRAIN_S = 10.0
+DRAIN_S = 10.0
 
 
 async def serve(
@@ -44,10 +44,12 @@ async def serve(
         if transport == "stdio":
             await _serve_stdio(app, runtime)
         else:
-            await _serve_http(app, runtime, transport, host=host, port=port)
+            from server.mcp_app.http_transport import serve_http
+
+            await serve_http(app, runtime, sse=transport == "sse", host=host, port=port)
     finally:
         with anyio.CancelScope(shield=True):
-            await runtime.aclose(drain_timeout=_DRAIN_S)
+            await runtime.aclose(drain_timeout=DRAIN_S)
         log.info("server stopped", transport=transport)
 
 
@@ -114,36 +116,6 @@ async def _stop_on_signal(runtime: MemoirRuntime, scope: CancelScope) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             log.info("signal received; draining", signal=signal.Signals(signum).name)
-            await runtime.aclose(drain_timeout=_DRAIN_S)
+            await runtime.aclose(drain_timeout=DRAIN_S)
             scope.cancel()
             return
-
-
-async def _serve_http(
-    app: MemoirMCPServer, runtime: MemoirRuntime, transport: Transport, *, host: str, port: int
-) -> None:
-    import uvicorn
-
-    from server.mcp_app.health import add_health_route
-
-    add_health_route(app, runtime)
-    starlette_app = (
-        app.sse_app(host=host) if transport == "sse" else app.streamable_http_app(host=host)
-    )
-    level = runtime.settings.logging.level
-    config = uvicorn.Config(
-        starlette_app,
-        host=host,
-        port=port,
-        log_level=level,
-        access_log=level == "debug",
-        # SSE and streamable-HTTP streams stay open; don't let them hold shutdown forever.
-        timeout_graceful_shutdown=int(_DRAIN_S),
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(runtime.open_in_background)
-        # uvicorn installs its own SIGINT/SIGTERM handlers and shuts down gracefully.
-        await server.serve()
-        tg.cancel_scope.cancel()
