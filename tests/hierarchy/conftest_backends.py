@@ -12,12 +12,15 @@ Every test gets its own scope (a uuid) and deletes its rows afterwards, so runs 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -29,13 +32,19 @@ from memory_core.storage.url import DatabaseURL, parse_database_url
 __all__ = [
     "BACKENDS",
     "SERVER_BACKENDS",
+    "admin_connection",
+    "admin_execute",
     "anyio_backend",
     "backend_url",
+    "create_database",
+    "drop_database",
     "hierarchy_store_factory",
     "other_scope",
     "require_service",
     "scope",
+    "service_url",
     "unique_scope",
+    "with_database",
 ]
 
 POSTGRES_URL = os.environ.get(
@@ -51,47 +60,115 @@ BACKENDS = [
 SERVER_BACKENDS = BACKENDS[1:]
 
 
+def service_url(backend: str) -> str:
+    """The URL of the service itself (its ``test`` database)."""
+    return POSTGRES_URL if backend == "postgres" else MYSQL_URL
+
+
 def backend_url(backend: str, tmp_path: Path | None = None) -> str:
     """The database URL a test should use for ``backend``."""
-    if backend == "postgres":
-        return POSTGRES_URL
-    if backend == "mysql":
-        return MYSQL_URL
+    if backend in ("postgres", "mysql"):
+        return _session_database(backend)
     assert tmp_path is not None, "SQLite needs a tmp_path"
     return f"sqlite:///{tmp_path / 'memoir.db'}"
+
+
+def admin_connection(backend: str, url: DatabaseURL) -> Any:
+    """A plain autocommit driver connection, as a DBA's second terminal."""
+    if backend == "postgres":
+        import psycopg
+
+        return psycopg.connect(
+            host=url.host,
+            port=url.port or 5432,
+            user=url.user,
+            password=url.password,
+            dbname=url.database,
+            autocommit=True,
+            connect_timeout=3,
+        )
+    import pymysql
+
+    return pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.user or "root",
+        password=url.password or "",
+        database=url.database,
+        autocommit=True,
+        connect_timeout=3,
+    )
+
+
+def admin_execute(backend: str, url: DatabaseURL, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    """Run one statement on a fresh admin connection; returns the rows (if any)."""
+    conn = admin_connection(backend, url)
+    try:
+        cursor = conn.cursor()
+        cursor.execute(sql, params)
+        rows = list(cursor.fetchall()) if cursor.description else []
+        cursor.close()
+        return rows
+    finally:
+        conn.close()
+
+
+def with_database(url: DatabaseURL, name: str) -> DatabaseURL:
+    """``url`` pointing at database ``name`` (query options kept)."""
+    parts = urlsplit(url.raw)
+    return replace(url, raw=urlunsplit(parts._replace(path=f"/{name}")), database=name)
+
+
+def create_database(backend: str, base: DatabaseURL, name: str) -> DatabaseURL:
+    admin_execute(
+        backend,
+        base,
+        f'CREATE DATABASE "{name}"'
+        if backend == "postgres"
+        else f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4",
+    )
+    return with_database(base, name)
+
+
+def drop_database(backend: str, base: DatabaseURL, name: str) -> None:
+    admin_execute(
+        backend,
+        base,
+        f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+        if backend == "postgres"
+        else f"DROP DATABASE IF EXISTS `{name}`",
+    )
 
 
 @functools.cache
 def _probe(backend: str) -> str | None:
     """None when the service answers, else why not (probed once per session)."""
-    url = parse_database_url(backend_url(backend))
     try:
-        if backend == "postgres":
-            import psycopg
-
-            with psycopg.connect(
-                host=url.host,
-                port=url.port or 5432,
-                user=url.user,
-                password=url.password,
-                dbname=url.database,
-                connect_timeout=3,
-            ):
-                pass
-        else:
-            import pymysql
-
-            pymysql.connect(
-                host=url.host or "127.0.0.1",
-                port=url.port or 3306,
-                user=url.user or "root",
-                password=url.password or "",
-                database=url.database,
-                connect_timeout=3,
-            ).close()
+        admin_connection(backend, parse_database_url(service_url(backend))).close()
     except Exception as exc:  # any failure means "service not usable here"
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+@functools.cache
+def _session_database(backend: str) -> str:
+    """A database of this test session's own, created on first use and dropped at exit.
+
+    So the suite always runs on the current DDL (``CREATE TABLE IF NOT EXISTS`` would keep the
+    tables an older checkout made in the shared ``test`` database) and on no leftover rows.
+    Falls back to the service's database when it may not create one, or with
+    ``MEMOIR_TEST_FRESH_DB=0``.
+    """
+    base = parse_database_url(service_url(backend))
+    if os.environ.get("MEMOIR_TEST_FRESH_DB", "1") == "0" or _probe(backend) is not None:
+        return base.raw
+    name = f"memoir_test_{uuid.uuid4().hex[:12]}"
+    try:
+        fresh = create_database(backend, base, name)
+    except Exception:  # no CREATE privilege: share the service's database (unique scopes)
+        return base.raw
+    atexit.register(drop_database, backend, base, name)
+    return fresh.raw
 
 
 def require_service(backend: str) -> None:
@@ -102,7 +179,7 @@ def require_service(backend: str) -> None:
     if problem is None:
         return
     message = (
-        f"the {backend} service at {parse_database_url(backend_url(backend)).redacted()} "
+        f"the {backend} service at {parse_database_url(service_url(backend)).redacted()} "
         f"is not reachable ({problem}); start it or set MEMOIR_TEST_"
         f"{backend.upper()}_URL"
     )

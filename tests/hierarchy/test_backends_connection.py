@@ -22,18 +22,28 @@ from memory_core.storage.url import DatabaseURL, parse_database_url
 try:
     from conftest_backends import (
         SERVER_BACKENDS,
+        admin_connection,
         anyio_backend,
         backend_url,
+        create_database,
+        drop_database,
         require_service,
+        service_url,
         unique_scope,
+        with_database,
     )
 except ImportError:  # pragma: no cover - tests/hierarchy became a package
     from hierarchy.conftest_backends import (  # type: ignore[no-redef]
         SERVER_BACKENDS,
+        admin_connection,
         anyio_backend,
         backend_url,
+        create_database,
+        drop_database,
         require_service,
+        service_url,
         unique_scope,
+        with_database,
     )
 
 __all__ = ["anyio_backend"]
@@ -52,23 +62,7 @@ def _store(backend: str, url: DatabaseURL, *, depth: int = 3, retries: int = 3) 
 
 
 def _admin(backend: str, url: DatabaseURL) -> Any:
-    """A plain driver connection, as a DBA's second terminal (autocommit)."""
-    if backend == "postgres":
-        import psycopg
-
-        return psycopg.connect(
-            host=url.host, port=url.port, user=url.user, dbname=url.database, autocommit=True
-        )
-    import pymysql
-
-    return pymysql.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 3306,
-        user=url.user or "root",
-        password=url.password or "",
-        database=url.database,
-        autocommit=True,
-    )
+    return admin_connection(backend, url)
 
 
 def _execute(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -99,25 +93,13 @@ async def _kill(backend: str, store: Any) -> None:
 def fresh_database(backend: str) -> Iterator[DatabaseURL]:
     """A brand-new empty database on the service, dropped afterwards."""
     require_service(backend)
-    base = parse_database_url(backend_url(backend))
+    base = parse_database_url(service_url(backend))
     name = f"memoir_t_{uuid.uuid4().hex[:12]}"
-    admin = _admin(backend, base)
-    _execute(
-        admin,
-        f'CREATE DATABASE "{name}"'
-        if backend == "postgres"
-        else f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4",
-    )
+    url = create_database(backend, base, name)
     try:
-        yield replace(base, raw=base.raw.rsplit("/", 1)[0] + "/" + name, database=name)
+        yield url
     finally:
-        _execute(
-            admin,
-            f'DROP DATABASE "{name}" WITH (FORCE)'
-            if backend == "postgres"
-            else f"DROP DATABASE `{name}`",
-        )
-        admin.close()
+        drop_database(backend, base, name)
 
 
 def _tables_and_indexes(backend: str, url: DatabaseURL) -> tuple[set[str], set[str]]:
@@ -215,9 +197,7 @@ async def test_an_unreachable_server_names_the_redacted_url_and_what_to_check(
 async def test_a_missing_database_says_how_to_create_it(backend: str) -> None:
     require_service(backend)
     base = parse_database_url(backend_url(backend))
-    url = replace(
-        base, raw=base.raw.rsplit("/", 1)[0] + "/no_such_db_xyz", database="no_such_db_xyz"
-    )
+    url = with_database(base, "no_such_db_xyz")
     with pytest.raises(DatabaseUnavailableError) as caught:
         await _store(backend, url).open()
     assert "no_such_db_xyz" in caught.value.message
