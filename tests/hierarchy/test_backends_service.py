@@ -19,11 +19,13 @@ from memory_core.config import load_settings
 from memory_core.embed import create_embedder
 from memory_core.hierarchy.results import CategoryNode, QueryResult
 from memory_core.service import Memoir, MemoirSync
+from memory_core.storage.url import parse_database_url
 
 try:
     from conftest_backends import (
         BACKENDS,
         SERVER_BACKENDS,
+        admin_execute,
         anyio_backend,
         backend_url,
         require_service,
@@ -33,6 +35,7 @@ except ImportError:  # pragma: no cover - tests/hierarchy became a package
     from hierarchy.conftest_backends import (  # type: ignore[no-redef]
         BACKENDS,
         SERVER_BACKENDS,
+        admin_execute,
         anyio_backend,
         backend_url,
         require_service,
@@ -278,3 +281,23 @@ async def test_a_server_backend_gives_exactly_what_sqlite_gives(
             expected = await reference.query(QUESTION, scope=scope, **kwargs)
             got = await server.query(QUESTION, scope=scope, **kwargs)
             assert _comparable(got) == _comparable(expected), (strategy, budget, summarize)
+
+
+@pytest.mark.parametrize("backend", SERVER_BACKENDS)
+async def test_a_query_after_the_server_dropped_the_connection_still_answers(
+    backend: str, open_memoir: Opener
+) -> None:
+    scope = unique_scope("drop")
+    memoir = await open_memoir(backend, scope)
+    await memoir.ingest_text(ALICE, scope=scope)
+    store: Any = await memoir.hierarchy.store()
+    url = parse_database_url(backend_url(backend))
+    if backend == "postgres":
+        pid = await store.connection.backend_pid()
+        admin_execute(backend, url, "SELECT pg_terminate_backend(%s)", (pid,))
+    else:
+        thread_id = await store.connection.thread_id()
+        admin_execute(backend, url, f"KILL {int(thread_id)}")
+    result = await memoir.query(QUESTION, scope=scope, strategy="wide_branch")
+    assert result.status == "ok" and result.used_chunks
+    assert store.connection.reconnects == 1
