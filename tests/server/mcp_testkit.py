@@ -8,9 +8,14 @@ embedder, so nothing loads a model and every wait is bounded.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
+import subprocess
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +103,74 @@ _ENTRY = "import sys; from server.cli.main import main; sys.argv[0] = 'memoir'; 
 def serve_command(db_url: str, *args: str) -> list[str]:
     """The ``memoir --db URL serve ARGS`` command line, runnable without an installed script."""
     return [sys.executable, "-c", _ENTRY, "--db", db_url, "serve", *args]
+
+
+_WAIT_S = 60
+_RUNNING = re.compile(r"Uvicorn running on (http://\S+)")
+
+
+@dataclass
+class RunningServer:
+    process: subprocess.Popen[str]
+    base: str
+    stderr: list[str]
+    workdir: Path
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base}/mcp"
+
+    @property
+    def sse_url(self) -> str:
+        return f"{self.base}/sse"
+
+
+def start_http_server(workdir: Path, transport: str) -> RunningServer:
+    """``memoir serve --transport http|sse`` on a free loopback port; returns once uvicorn
+    reports it is listening (bounded wait on its log line, no polling)."""
+    command = serve_command(
+        f"sqlite:///{workdir / 'memoir.db'}",
+        "--transport",
+        transport,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--print-config",
+    )
+    process = subprocess.Popen(
+        command,
+        env=server_env(),
+        cwd=workdir,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: list[str] = []
+    found = threading.Event()
+    base: list[str] = []
+
+    def pump() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            match = _RUNNING.search(line)
+            if match and not base:
+                base.append(match.group(1))
+                found.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not found.wait(_WAIT_S):
+        process.kill()
+        raise AssertionError("server did not start:\n" + "".join(lines))
+    return RunningServer(process, base[0], lines, workdir)
+
+
+def stop_http_server(server: RunningServer) -> int:
+    server.process.send_signal(signal.SIGTERM)
+    try:
+        return server.process.wait(timeout=_WAIT_S)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        raise

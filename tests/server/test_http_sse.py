@@ -4,13 +4,8 @@ SDK's streamable-HTTP and SSE clients. One server process per transport for the 
 from __future__ import annotations
 
 import json
-import re
-import signal
-import subprocess
-import threading
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +13,13 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
-from mcp_testkit import make_project, roots_callback, serve_command, server_env
+from mcp_testkit import (
+    RunningServer,
+    make_project,
+    roots_callback,
+    start_http_server,
+    stop_http_server,
+)
 
 from memory_core.errors import EmptyKnowledgeGraphError
 from server.mcp_app.tools import DEFAULT_TOOLS
@@ -26,86 +27,20 @@ from server.mcp_app.tools import DEFAULT_TOOLS
 pytestmark = pytest.mark.anyio
 
 _WAIT_S = 60
-_RUNNING = re.compile(r"Uvicorn running on (http://\S+)")
-
-
-@dataclass
-class RunningServer:
-    process: subprocess.Popen[str]
-    base: str
-    stderr: list[str]
-    workdir: Path
-
-    @property
-    def mcp_url(self) -> str:
-        return f"{self.base}/mcp"
-
-    @property
-    def sse_url(self) -> str:
-        return f"{self.base}/sse"
-
-
-def _start(workdir: Path, transport: str) -> RunningServer:
-    command = serve_command(
-        f"sqlite:///{workdir / 'memoir.db'}",
-        "--transport",
-        transport,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--print-config",
-    )
-    process = subprocess.Popen(
-        command,
-        env=server_env(),
-        cwd=workdir,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    lines: list[str] = []
-    found = threading.Event()
-    base: list[str] = []
-
-    def pump() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            lines.append(line)
-            match = _RUNNING.search(line)
-            if match and not base:
-                base.append(match.group(1))
-                found.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not found.wait(_WAIT_S):
-        process.kill()
-        raise AssertionError("server did not start:\n" + "".join(lines))
-    return RunningServer(process, base[0], lines, workdir)
-
-
-def _stop(server: RunningServer) -> int:
-    server.process.send_signal(signal.SIGTERM)
-    try:
-        return server.process.wait(timeout=_WAIT_S)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        raise
 
 
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = _start(tmp_path_factory.mktemp("http"), "http")
+    server = start_http_server(tmp_path_factory.mktemp("http"), "http")
     yield server
-    assert _stop(server) == 0, "".join(server.stderr)
+    assert stop_http_server(server) == 0, "".join(server.stderr)
 
 
 @pytest.fixture(scope="module")
 def sse_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = _start(tmp_path_factory.mktemp("sse"), "sse")
+    server = start_http_server(tmp_path_factory.mktemp("sse"), "sse")
     yield server
-    assert _stop(server) == 0, "".join(server.stderr)
+    assert stop_http_server(server) == 0, "".join(server.stderr)
 
 
 async def test_http_client_lists_and_calls_every_tool(
