@@ -93,8 +93,9 @@ def _statements(*, text: str, ascii_cs: str, table: str) -> tuple[str, ...]:
             started_at VARCHAR(40) {ascii_cs} NOT NULL,
             took_ms    DOUBLE NULL,
             payload    LONGTEXT NOT NULL,
-            KEY memoir_run_scope_kind_time (scope, kind, started_at),
-            KEY memoir_run_scope_time (scope, started_at)
+            -- list_runs reads the newest runs of a scope (optionally of one kind) by run_id.
+            KEY memoir_run_scope_kind_id (scope, kind, run_id),
+            KEY memoir_run_scope_id (scope, run_id)
         ) {table}
         """,
     )

@@ -75,9 +75,7 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
         payload    TEXT NOT NULL DEFAULT '{}'
     )
     """,
-    """
-    CREATE INDEX IF NOT EXISTS memoir_run_scope_kind_time
-        ON memoir_run (scope, kind, started_at)
-    """,
-    "CREATE INDEX IF NOT EXISTS memoir_run_scope_time ON memoir_run (scope, started_at)",
+    # list_runs reads the newest runs of a scope (optionally of one kind) by run_id.
+    "CREATE INDEX IF NOT EXISTS memoir_run_scope_kind_id ON memoir_run (scope, kind, run_id)",
+    "CREATE INDEX IF NOT EXISTS memoir_run_scope_id ON memoir_run (scope, run_id)",
 )
