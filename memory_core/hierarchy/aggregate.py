@@ -1,0 +1,199 @@
+"""Collect candidate chunks from the selected leaves and apply the token budget (Requirement 9).
+
+Candidates are read leaf by leaf in the traversal's deterministic order, and within a leaf in
+(created_at, chunk uid) order with keyset pagination, deduplicated by chunk id and by content
+hash. Nothing is ranked or filtered by meaning here.
+
+- :func:`collect_within_budget` (no summarising): reads chunk by chunk and stops at the first
+  chunk that would push the total over the budget; page sizes follow the remaining budget, so
+  reads stop at (or within a row or two of) the boundary. Leaves never queried are returned as
+  dropped paths.
+- :func:`collect_for_summary`: reads every candidate up to a bound of ``max_parts`` budgets
+  (every read is bounded); :func:`split_parts` then cuts the aggregate into M contiguous parts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from memory_core.errors import BudgetError
+from memory_core.hierarchy.store import HierarchyChunk, HierarchyStore
+from memory_core.hierarchy.traverse import SelectedPath
+from memory_core.llm.keyphrases import sentences
+from memory_core.tokens import TokenCounter
+
+__all__ = [
+    "Candidate",
+    "Collected",
+    "collect_for_summary",
+    "collect_within_budget",
+    "part_count",
+    "split_parts",
+]
+
+log = structlog.get_logger(__name__)
+_MAX_PAGE = 100
+_ASSUMED_CHUNK_TOKENS = 256  # before any chunk is seen; only sizes the first page
+
+
+@dataclass(frozen=True)
+class Candidate:
+    chunk: HierarchyChunk
+    path: SelectedPath
+
+
+@dataclass
+class Collected:
+    candidates: list[Candidate] = field(default_factory=list)
+    total_tokens: int = 0
+    dropped_paths: list[str] = field(default_factory=list)
+    empty_leaves: list[str] = field(default_factory=list)
+    rows_read: int = 0
+    stopped_at: str | None = None  # uid of the first chunk left out for the budget
+    duplicates: int = 0
+
+
+def _check_budget(budget: int) -> None:
+    if budget < 1:
+        raise BudgetError(
+            f"max_token_budget must be at least 1, got {budget}",
+            hint="pass a positive --budget / max_token_budget",
+        )
+
+
+def _page_size(remaining: int, tokens_seen: int, rows_seen: int) -> int:
+    average = tokens_seen / rows_seen if rows_seen else _ASSUMED_CHUNK_TOKENS
+    return max(1, min(_MAX_PAGE, int(remaining // max(1.0, average)) + 1))
+
+
+async def collect_within_budget(
+    store: HierarchyStore, scope: str, paths: Sequence[SelectedPath], budget: int
+) -> Collected:
+    """Stream candidates in order until the next one would exceed ``budget`` tokens.
+
+    Raises:
+        BudgetError: ``budget`` is below 1.
+    """
+    _check_budget(budget)
+    out = Collected()
+    seen_ids: set[int] = set()
+    seen_hashes: set[str] = set()
+    tokens_seen = 0
+    for index, path in enumerate(paths):
+        after: tuple[str, str] | None = None
+        path_rows = 0
+        while True:
+            limit = _page_size(budget - out.total_tokens, tokens_seen, out.rows_read)
+            page = await store.chunks_in_category(
+                scope, path.leaf.category_id, after=after, limit=limit
+            )
+            out.rows_read += len(page)
+            path_rows += len(page)
+            for chunk in page:
+                tokens_seen += chunk.token_count
+                if chunk.chunk_id in seen_ids or chunk.content_hash in seen_hashes:
+                    out.duplicates += 1
+                    continue
+                if out.total_tokens + chunk.token_count > budget:
+                    out.stopped_at = chunk.uid
+                    out.dropped_paths = [p.label for p in paths[index + 1 :]]
+                    log.info(
+                        "token budget reached",
+                        budget=budget,
+                        used=out.total_tokens,
+                        dropped_paths=len(out.dropped_paths),
+                    )
+                    return out
+                seen_ids.add(chunk.chunk_id)
+                seen_hashes.add(chunk.content_hash)
+                out.candidates.append(Candidate(chunk, path))
+                out.total_tokens += chunk.token_count
+            if len(page) < limit:
+                break
+            after = (page[-1].created_at, page[-1].uid)
+        if path_rows == 0:
+            out.empty_leaves.append(path.label)
+            log.error("selected leaf category has no chunks", path=path.label[:200])
+    return out
+
+
+async def collect_for_summary(
+    store: HierarchyStore, scope: str, paths: Sequence[SelectedPath], budget: int, max_parts: int
+) -> Collected:
+    """Read every candidate, up to ``budget * max_parts`` tokens (then the rest is dropped).
+
+    Raises:
+        BudgetError: ``budget`` is below 1.
+    """
+    _check_budget(budget)
+    bound = budget * max_parts
+    out = await collect_within_budget(store, scope, paths, bound)
+    if out.stopped_at is not None:
+        log.warning("candidates exceed the summarising bound", bound=bound, parts=max_parts)
+    return out
+
+
+def part_count(total_tokens: int, budget: int) -> int:
+    """M = ceil(total / budget), at least 1."""
+    _check_budget(budget)
+    return max(1, math.ceil(total_tokens / budget))
+
+
+def _pieces(text: str, limit: int, tokens: TokenCounter) -> list[str]:
+    """``text`` cut at sentence ends into pieces of at most ``limit`` tokens (hard cut if needed)."""
+    pieces: list[str] = []
+    current = ""
+    for sentence in sentences(text) or [text]:
+        candidate = f"{current} {sentence}".strip()
+        if tokens.count(candidate) <= limit:
+            current = candidate
+            continue
+        if current:
+            pieces.append(current)
+        current = sentence
+        while tokens.count(current) > limit:
+            head = tokens.truncate(current, limit) or current[:1]
+            pieces.append(head)
+            current = current[len(head) :].lstrip()
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def split_parts(texts: Sequence[str], parts: int, tokens: TokenCounter) -> list[str]:
+    """The aggregate of ``texts`` cut into ``parts`` contiguous parts of about equal tokens.
+
+    Chunk boundaries are used when there are enough chunks; a chunk larger than one part is
+    cut at sentence ends (hard cut as a last resort). Fewer parts come back only when the text
+    cannot be cut that finely.
+    """
+    if parts <= 1:
+        return ["\n\n".join(texts)] if texts else []
+    counts = [tokens.count(t) for t in texts]
+    size = max(1, math.ceil(sum(counts) / parts))
+    units: list[tuple[str, int]] = []
+    for text, count in zip(texts, counts, strict=True):
+        if count <= size:
+            units.append((text, count))
+        else:
+            units.extend((p, tokens.count(p)) for p in _pieces(text, size, tokens))
+    total = sum(c for _, c in units)
+    out: list[list[str]] = [[]]
+    cumulative = 0
+    for index, (text, count) in enumerate(units):
+        out[-1].append(text)
+        cumulative += count
+        remaining_units = len(units) - index - 1
+        remaining_parts = parts - len(out)
+        boundary = total * len(out) / parts
+        if (
+            remaining_parts > 0
+            and remaining_units > 0
+            and (cumulative >= boundary or remaining_units <= remaining_parts)
+        ):
+            out.append([])
+    return ["\n\n".join(group) for group in out if group]

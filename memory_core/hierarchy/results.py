@@ -1,0 +1,146 @@
+"""The values the hierarchy API returns (memoirAI Requirements 4, 6 and 9).
+
+Every result says whether it succeeded (``status``), and on failure carries an ``error`` with a
+code, a message and the remediation (``hint``). :meth:`raise_for_status` turns a failed result
+into the matching :class:`MemoirError` for adapters that prefer exceptions (MCP tools).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from memory_core.errors import MemoirError, ModelError, NotFoundError
+
+__all__ = [
+    "CategoryNode",
+    "CategoryTree",
+    "Citation",
+    "ErrorInfo",
+    "IngestResult",
+    "IngestedChunk",
+    "QueryResult",
+    "UsedChunk",
+]
+
+_ERRORS: dict[str, type[MemoirError]] = {
+    "model_error": ModelError,
+    "empty_hierarchy": NotFoundError,
+    "no_chunks": NotFoundError,
+}
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    hint: str | None = None
+
+
+class _Result(BaseModel):
+    status: Literal["ok", "error"] = "ok"
+    error: ErrorInfo | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def raise_for_status(self) -> None:
+        """Raise the error this result carries, if any.
+
+        Raises:
+            ModelError: every model failed.
+            NotFoundError: nothing is stored to answer from.
+            MemoirError: any other failure.
+        """
+        if self.error is None:
+            return
+        cls = _ERRORS.get(self.error.code, MemoirError)
+        raise cls(self.error.message, hint=self.error.hint)
+
+
+class IngestedChunk(BaseModel):
+    chunk_id: str
+    item_id: int
+    category_path: str
+    category_id: int
+    token_count: int
+    chars: int
+    start_offset: int
+    end_offset: int
+    already_stored: bool = False
+
+
+class IngestResult(_Result):
+    scope: str
+    source: str | None = None
+    chunks: list[IngestedChunk] = Field(default_factory=list)
+    categories_created: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    model_used: dict[str, list[str]] = Field(default_factory=dict)
+    llm_calls: int = 0
+    total_latency: float = 0.0
+    timestamp: str
+    run_id: int | None = None
+
+
+class UsedChunk(BaseModel):
+    """One chunk given to the final call, with where it came from."""
+
+    chunk_id: str
+    item_id: int
+    text_content: str
+    category_path: str
+    ranked_relevance: int | None = Field(
+        None, description="1-10, only when several categories were chosen at a level"
+    )
+    confidence: float | None = None
+    created_at: str
+    chosen_strategy: str
+    token_count: int
+
+
+class Citation(BaseModel):
+    chunk_id: str
+    category_path: str
+
+
+class QueryResult(_Result):
+    question: str
+    scope: str
+    strategy: str
+    answer: str | None = None
+    used_chunks: list[UsedChunk] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
+    dropped_paths: list[str] = Field(default_factory=list)
+    explored_paths: list[str] = Field(default_factory=list)
+    empty_leaves: list[str] = Field(default_factory=list)
+    max_token_budget: int
+    candidate_tokens: int = 0
+    summarized: bool = False
+    parts: int = 0
+    model_used: dict[str, list[str]] = Field(default_factory=dict)
+    llm_calls: dict[str, int] = Field(default_factory=dict)
+    total_latency: float = 0.0
+    timestamp: str
+    run_id: int | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CategoryNode(BaseModel):
+    category_id: int
+    name: str
+    level: int
+    chunk_count: int | None = None
+    children: list[CategoryNode] = Field(default_factory=list)
+
+
+class CategoryTree(BaseModel):
+    scope: str
+    depth: int
+    max_categories: int
+    total: int
+    nodes: list[CategoryNode] = Field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump()

@@ -1,0 +1,400 @@
+"""The category-hierarchy API (memoirAI): ``ingest_text``, ``query``, categories and runs.
+
+:class:`HierarchyService` is what ``Memoir.hierarchy`` returns. It wires the store for the
+context's database (SQLite, PostgreSQL, MySQL), the per-step model chains (configured provider
+-> the caller's ``model``, e.g. MCP sampling -> the offline model) and the pure pieces
+(chunking, strategies, aggregation). The query pipeline itself lives in
+:mod:`memory_core.hierarchy.query`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+from pydantic_ai.models import Model
+
+from memory_core.errors import InvalidInputError, ModelError
+from memory_core.hierarchy.chunking import chunk_text
+from memory_core.hierarchy.classify import Classifier
+from memory_core.hierarchy.query import run_query
+from memory_core.hierarchy.results import (
+    CategoryNode,
+    CategoryTree,
+    ErrorInfo,
+    IngestedChunk,
+    IngestResult,
+    QueryResult,
+)
+from memory_core.hierarchy.store import HierarchyStore, NewChunk
+from memory_core.hierarchy.stores import create_hierarchy_store
+from memory_core.hierarchy.strategies import StrategyParams
+from memory_core.llm.agents import HierarchyAgents
+from memory_core.llm.chain import build_step_model
+from memory_core.llm.offline import OfflineModel
+from memory_core.llm.profiles import STEPS, resolve_profile
+from memory_core.models import content_hash, stable_id, utc_now
+from memory_core.scope import validate_scope
+
+if TYPE_CHECKING:
+    from memory_core.service import CoreContext
+
+__all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
+
+log = structlog.get_logger(__name__)
+QUERY_RUN_KIND = "hierarchy_query"
+INGEST_RUN_KIND = "hierarchy_ingest"
+_MAX_FILE_BYTES = 50 * 1024 * 1024
+
+
+class HierarchyService:
+    """Ingest text into the category hierarchy and answer questions from it.
+
+    Args:
+        ctx: the facade's context (settings, store, embedder, token counter, URL).
+        store: use this hierarchy store instead of the one for ``ctx.url`` (tests, 6b).
+    """
+
+    def __init__(self, ctx: CoreContext, *, store: HierarchyStore | None = None) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings.hierarchy
+        self._store = store
+        self._opened = False
+        self._lock = anyio.Lock()
+        self.offline = OfflineModel(
+            ctx.embedder, ctx.tokens, reuse_threshold=self.settings.offline_reuse_threshold
+        )
+        self.params = StrategyParams(
+            wide_branch_n=self.settings.wide_branch_n,
+            zoom_in_n=self.settings.zoom_in_n,
+            zoom_in_n2=self.settings.zoom_in_n2,
+            branch_out_n=self.settings.branch_out_n,
+            branch_out_n2=self.settings.branch_out_n2,
+            branch_out_max_per_level=self.settings.branch_out_max_per_level,
+        )
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    async def store(self) -> HierarchyStore:
+        """The opened hierarchy store (tables created on first use).
+
+        Raises:
+            DatabaseUnavailableError: the database cannot be reached.
+        """
+        async with self._lock:
+            if self._store is None:
+                self._store = create_hierarchy_store(self.ctx)
+            if not self._opened:
+                await self._store.open()
+                self._opened = True
+        return self._store
+
+    async def close(self) -> None:
+        """Close the hierarchy store (a no-op on SQLite, where the facade owns the store)."""
+        if self._store is not None and self._opened:
+            await self._store.close()
+            self._opened = False
+
+    def agents(self, model: Model | None = None) -> HierarchyAgents:
+        """The LLM steps, each on its chain: configured provider -> ``model`` -> offline."""
+        llm = self.ctx.settings.llm
+        return HierarchyAgents(
+            {
+                step: build_step_model(
+                    resolve_profile(llm, step),
+                    offline=self.offline.model,
+                    sampling=model,
+                    use_sampling=llm.use_mcp_sampling,
+                )
+                for step in STEPS
+            }
+        )
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    async def ingest_text(
+        self,
+        text: str,
+        *,
+        scope: str,
+        source: str | None = None,
+        model: Model | None = None,
+    ) -> IngestResult:
+        """Chunk ``text``, classify each chunk level by level, and store it under its leaf.
+
+        Re-ingesting the same text in the same scope changes nothing and calls no model.
+
+        Args:
+            text: the text (any length; short text is kept with a warning).
+            scope: the scope to write to.
+            source: where the text came from (recorded with each chunk).
+            model: a pydantic-ai model to use before the offline one (e.g. MCP sampling).
+
+        Returns:
+            The chunks with their category paths; ``status="error"`` with a hint when the
+            models failed part way (the chunks stored so far are listed).
+
+        Raises:
+            InvalidInputError: empty text or a bad scope.
+            StorageError: the database failed.
+        """
+        started = time.perf_counter()
+        scope = validate_scope(scope)
+        if not text or not text.strip():
+            raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
+        settings = self.settings
+        chunking = chunk_text(
+            text,
+            min_chars=settings.min_chunk_chars,
+            max_chars=settings.max_chunk_chars,
+            delimiters=settings.chunk_delimiters,
+        )
+        for warning in chunking.warnings:
+            log.warning("chunking", detail=warning)
+        store = await self.store()
+        texts = [c.text for c in chunking.chunks]
+        counts = self.ctx.tokens.count_many(texts)
+        hashes = [content_hash(t) for t in texts]
+        uids = [stable_id("hierarchy", scope, h) for h in hashes]
+        existing: dict[str, tuple[int, int]] = {}
+        if hasattr(store, "existing_chunks"):
+            existing = await store.existing_chunks(scope, uids)
+        todo = [i for i, uid in enumerate(uids) if uid not in existing]
+        row_of = {index: row for row, index in enumerate(todo)}
+        vectors = None
+        if todo:
+            await self.ctx.embedder.ensure_loaded()
+            vectors = await self.ctx.embedder.embed_documents([texts[i] for i in todo])
+            self.offline.remember([texts[i] for i in todo], vectors)
+        agents = self.agents(model)
+        classifier = Classifier(
+            store, agents, depth=settings.depth, max_categories=settings.max_categories
+        )
+        base = datetime.now(UTC)
+        result = IngestResult(
+            scope=scope, source=source, warnings=list(chunking.warnings), timestamp=utc_now()
+        )
+        paths = await self._paths_by_id(store, scope) if existing else {}
+        try:
+            for index, chunk in enumerate(chunking.chunks):
+                uid = uids[index]
+                if uid in existing:
+                    item_id, category_id = existing[uid]
+                    result.chunks.append(
+                        self._ingested(chunk, uid, item_id, category_id, paths, counts[index], True)
+                    )
+                    continue
+                where = await classifier.classify(scope, chunk.text)
+                row = row_of[index]
+                # Offsets in microseconds keep the text's order among chunks of one category.
+                created_at = (base + timedelta(microseconds=index)).isoformat(
+                    timespec="microseconds"
+                )
+                new = NewChunk(
+                    uid=uid,
+                    text=chunk.text,
+                    token_count=counts[index],
+                    content_hash=hashes[index],
+                    created_at=created_at,
+                    source=source,
+                    metadata={"start_offset": chunk.start, "end_offset": chunk.end},
+                )
+                vector = None if vectors is None else vectors[row : row + 1]
+                ids = await store.add_chunks(scope, where.leaf.category_id, [new], vector)
+                paths[where.leaf.category_id] = where.path_label
+                result.categories_created.extend(where.created)
+                result.chunks.append(
+                    self._ingested(
+                        chunk, uid, ids[0], where.leaf.category_id, paths, counts[index], False
+                    )
+                )
+        except ModelError as error:
+            result.status = "error"
+            result.error = ErrorInfo(code=error.code, message=error.message, hint=error.hint)
+            log.error("ingest stopped", error=error.message[:300], stored=len(result.chunks))
+        stats = agents.stats
+        result.model_used = stats.models_used
+        result.llm_calls = sum(stats.calls.values())
+        result.total_latency = round(time.perf_counter() - started, 6)
+        result.run_id = await store.record_run(
+            scope,
+            INGEST_RUN_KIND,
+            result.total_latency * 1000,
+            {
+                "source": source,
+                "chunks": len(result.chunks),
+                "new_chunks": len(todo),
+                "categories_created": len(result.categories_created),
+                "warnings": result.warnings,
+                "status": result.status,
+                "error": result.error.model_dump() if result.error else None,
+                **stats.as_dict(),
+                "models": {s: m.record() for s, m in agents.models.items()},
+            },
+        )
+        return result
+
+    @staticmethod
+    def _ingested(
+        chunk: Any,
+        uid: str,
+        item_id: int,
+        category_id: int,
+        paths: dict[int, str],
+        tokens: int,
+        already: bool,
+    ) -> IngestedChunk:
+        return IngestedChunk(
+            chunk_id=uid,
+            item_id=item_id,
+            category_path=paths.get(category_id, ""),
+            category_id=category_id,
+            token_count=tokens,
+            chars=len(chunk.text),
+            start_offset=chunk.start,
+            end_offset=chunk.end,
+            already_stored=already,
+        )
+
+    async def ingest_file(
+        self, path: str | Path, *, scope: str, model: Model | None = None
+    ) -> IngestResult:
+        """Read a UTF-8 text file and :meth:`ingest_text` it (the path is the source).
+
+        Raises:
+            InvalidInputError: the file is missing, too large, or not UTF-8 text.
+        """
+        file = Path(path).expanduser()
+        try:
+            size = file.stat().st_size
+            if size > _MAX_FILE_BYTES:
+                raise InvalidInputError(
+                    f"{file} is {size} bytes, over the {_MAX_FILE_BYTES}-byte limit",
+                    hint="split the file, or ingest its parts with --text",
+                )
+            text = await anyio.Path(file).read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise InvalidInputError(f"no such file: {file}", hint="check the path") from exc
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(
+                f"{file} is not UTF-8 text", hint="convert it to UTF-8 text first"
+            ) from exc
+        except IsADirectoryError as exc:
+            raise InvalidInputError(f"{file} is a directory", hint="pass a file") from exc
+        return await self.ingest_text(text, scope=scope, source=str(file.resolve()), model=model)
+
+    # -- query -------------------------------------------------------------------------------
+
+    async def query(
+        self,
+        question: str,
+        *,
+        scope: str,
+        strategy: str | None = None,
+        max_token_budget: int | None = None,
+        summarize: bool | None = None,
+        model: Model | None = None,
+    ) -> QueryResult:
+        """Answer ``question`` by walking the hierarchy and reading the selected leaves.
+
+        Args:
+            question: the natural-language question.
+            scope: the scope to read.
+            strategy: one_shot, wide_branch, zoom_in or branch_out (default: configured).
+            max_token_budget: token budget for the chunks given to the final call.
+            summarize: ``allow_exceed_max_token_budget_and_summarize`` for this call.
+            model: a pydantic-ai model to use before the offline one (e.g. MCP sampling).
+
+        Returns:
+            The answer with used chunks, citations, dropped paths and latency; on failure
+            ``status="error"`` with the remediation (nothing stored, every model failed).
+
+        Raises:
+            InvalidInputError: empty question, unknown strategy or a bad scope.
+            BudgetError: a budget below 1.
+            StorageError: the database failed.
+        """
+        scope = validate_scope(scope)
+        store = await self.store()
+        return await run_query(
+            store,
+            self.agents(model),
+            tokens=self.ctx.tokens,
+            settings=self.settings,
+            params=self.params,
+            scope=scope,
+            question=question,
+            strategy=strategy or self.settings.strategy,
+            budget=self.settings.max_token_budget if max_token_budget is None else max_token_budget,
+            summarize=(
+                self.settings.allow_exceed_max_token_budget_and_summarize
+                if summarize is None
+                else summarize
+            ),
+            run_kind=QUERY_RUN_KIND,
+        )
+
+    # -- inspection --------------------------------------------------------------------------
+
+    async def categories(self, *, scope: str) -> CategoryTree:
+        """The category tree of ``scope``: nested nodes with name, level and children."""
+        scope = validate_scope(scope)
+        store = await self.store()
+        rows = await store.all_categories(scope)
+        counts: dict[int, int] = {}
+        if hasattr(store, "chunk_counts"):
+            counts = await store.chunk_counts(scope)
+        nodes = {
+            c.category_id: CategoryNode(
+                category_id=c.category_id,
+                name=c.name,
+                level=c.level,
+                chunk_count=counts.get(c.category_id, 0)
+                if c.level == self.settings.depth
+                else None,
+            )
+            for c in rows
+        }
+        roots: list[CategoryNode] = []
+        for c in rows:
+            node = nodes[c.category_id]
+            parent = nodes.get(c.parent_id) if c.parent_id is not None else None
+            (parent.children if parent is not None else roots).append(node)
+        return CategoryTree(
+            scope=scope,
+            depth=self.settings.depth,
+            max_categories=self.settings.max_categories,
+            total=len(rows),
+            nodes=roots,
+        )
+
+    async def runs(
+        self, *, scope: str, limit: int = 20, kind: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The latest query (and ingest) run records of ``scope``, newest first.
+
+        Raises:
+            InvalidInputError: ``limit`` below 1 or a bad scope.
+        """
+        scope = validate_scope(scope)
+        if limit < 1:
+            raise InvalidInputError(f"limit must be at least 1, got {limit}", hint="use --limit 20")
+        store = await self.store()
+        return await store.list_runs(scope, kind=kind, limit=min(limit, 1000))
+
+    async def _paths_by_id(self, store: HierarchyStore, scope: str) -> dict[int, str]:
+        rows = await store.all_categories(scope)
+        by_id = {c.category_id: c for c in rows}
+        labels: dict[int, str] = {}
+        for c in rows:
+            parts = [c.name]
+            parent = by_id.get(c.parent_id) if c.parent_id is not None else None
+            while parent is not None:
+                parts.append(parent.name)
+                parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+            labels[c.category_id] = " / ".join(reversed(parts))
+        return labels

@@ -1,0 +1,218 @@
+"""The built-in offline model: deterministic, no key, no network (DESIGN §4).
+
+It is a pydantic-ai :class:`FunctionModel`, so it sits behind the same agents, schemas and
+validators as any provider. It reads the JSON context block of the prompt
+(:mod:`memory_core.llm.prompts`) and answers each task:
+
+- **classify**: reuse the existing category most similar to the chunk (the larger of the
+  embedding cosine between chunk and name, and the share of the name's words among the chunk's
+  key words) when that similarity reaches the threshold, or when no new category is allowed;
+  otherwise name a new category from the chunk's key words not already on its path.
+- **select**: rank the options by the same similarity to the question, take ``count``;
+  ranked_relevance and confidence follow the similarity.
+- **summarise**: extractive: the sentences most related to the question, kept in text order,
+  within the target token count.
+- **answer**: extractive: the passages' sentences that share the most words with the
+  question, with the chunk ids they came from as citations.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from memory_core.embed import Embedder
+from memory_core.llm.keyphrases import key_terms, key_words, overlap, sentences, word_stems
+from memory_core.llm.prompts import CONTEXT_OPEN, extract_context
+from memory_core.models import content_hash
+from memory_core.tokens import TokenCounter
+
+__all__ = ["OFFLINE_MODEL_NAME", "OfflineModel", "create_offline_model"]
+
+OFFLINE_MODEL_NAME = "memoir-offline"
+_CACHE_SIZE = 4096
+_ANSWER_SENTENCES = 3
+
+
+class OfflineModel:
+    """The offline model's logic; :attr:`model` is the pydantic-ai model to run agents with.
+
+    Args:
+        embedder: used for similarity between texts and category names.
+        tokens: counts tokens for extractive summaries.
+        reuse_threshold: similarity from which an existing category is reused.
+    """
+
+    def __init__(
+        self, embedder: Embedder, tokens: TokenCounter, *, reuse_threshold: float = 0.35
+    ) -> None:
+        self.embedder = embedder
+        self.tokens = tokens
+        self.reuse_threshold = reuse_threshold
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.model = FunctionModel(self._respond, model_name=OFFLINE_MODEL_NAME)
+
+    # -- embedding cache ---------------------------------------------------------------------
+
+    def remember(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Prime the cache with vectors the caller already computed (chunk embeddings)."""
+        for text, vector in zip(texts, vectors, strict=True):
+            self._put(content_hash(text), np.asarray(vector, dtype=np.float32))
+
+    def _put(self, key: str, vector: np.ndarray) -> None:
+        self._vectors[key] = vector
+        self._vectors.move_to_end(key)
+        while len(self._vectors) > _CACHE_SIZE:
+            self._vectors.popitem(last=False)
+
+    async def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [content_hash(t) for t in texts]
+        missing = [i for i, k in enumerate(keys) if k not in self._vectors]
+        if missing:
+            fresh = await self.embedder.embed_documents([texts[i] for i in missing])
+            for index, vector in zip(missing, fresh, strict=True):
+                self._put(keys[index], np.asarray(vector, dtype=np.float32))
+        return np.vstack([self._vectors[k] for k in keys]) if keys else np.zeros((0, 1))
+
+    async def _similarities(self, text: str, options: Sequence[str]) -> list[float]:
+        if not options:
+            return []
+        vectors = await self._embed([text, *options])
+        cosines = vectors[1:] @ vectors[0]
+        # A question counts every word; a chunk only its key words (else every name matches).
+        text_words = set(word_stems(text)) if len(text) < 400 else set(key_words(text, 25))
+        return [
+            max(float(c), overlap(word_stems(name), text_words))
+            for c, name in zip(cosines, options, strict=True)
+        ]
+
+    # -- the FunctionModel entry point -------------------------------------------------------
+
+    async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        context = _first_context(messages)
+        task = (context or {}).get("task")
+        if context is None or task is None:
+            output: dict[str, Any] = {"error": "no memoir context block in the prompt"}
+        elif task == "classify":
+            output = await self._classify(context)
+        elif task == "select":
+            output = await self._select(context)
+        elif task == "summarise":
+            output = self._summarise(context)
+        elif task == "answer":
+            output = self._answer(context)
+        else:
+            output = {"error": f"unknown task {task!r}"}
+        return ModelResponse(parts=[TextPart(json.dumps(output, ensure_ascii=False))])
+
+    async def _classify(self, context: dict[str, Any]) -> dict[str, Any]:
+        text = str(context.get("text", ""))
+        options = [str(o) for o in context.get("options", [])]
+        allow_new = bool(context.get("allow_new", True))
+        scores = await self._similarities(text, options)
+        if options:
+            best = max(range(len(options)), key=lambda i: (scores[i], -i))
+            if not allow_new or scores[best] >= self.reuse_threshold:
+                return {"category": options[best], "is_new": False}
+        path = [str(p) for p in context.get("path", [])]
+        return {"category": _new_name(text, path, options, context), "is_new": True}
+
+    async def _select(self, context: dict[str, Any]) -> dict[str, Any]:
+        question = str(context.get("question", ""))
+        options = [str(o) for o in context.get("options", [])]
+        count = int(context.get("count", 1))
+        scores = await self._similarities(question, options)
+        order = sorted(range(len(options)), key=lambda i: (-scores[i], options[i]))[:count]
+        return {
+            "selected": [
+                {
+                    "category": options[i],
+                    "ranked_relevance": max(1, min(10, 1 + round(9 * max(0.0, scores[i])))),
+                    "confidence": round(max(0.0, min(1.0, scores[i])), 3),
+                }
+                for i in order
+            ]
+        }
+
+    def _summarise(self, context: dict[str, Any]) -> dict[str, Any]:
+        text = str(context.get("text", ""))
+        target = max(1, int(context.get("target_tokens", 100)))
+        question = set(word_stems(str(context.get("question", ""))))
+        parts = sentences(text)
+        ranked = sorted(
+            range(len(parts)), key=lambda i: (-overlap(question, word_stems(parts[i])), i)
+        )
+        chosen: list[int] = []
+        used = 0
+        for index in ranked:
+            cost = self.tokens.count(parts[index]) + 1
+            if used + cost > target:
+                continue
+            chosen.append(index)
+            used += cost
+        summary = " ".join(parts[i] for i in sorted(chosen))
+        if not summary and parts:
+            summary = self.tokens.truncate(parts[0], target)
+        return {"summary": summary}
+
+    def _answer(self, context: dict[str, Any]) -> dict[str, Any]:
+        question = set(word_stems(str(context.get("question", ""))))
+        scored: list[tuple[float, int, int, str, str]] = []
+        passages = [p for p in context.get("passages", []) if isinstance(p, dict)]
+        for p_index, passage in enumerate(passages):
+            for s_index, sentence in enumerate(sentences(str(passage.get("text", "")))):
+                words = word_stems(sentence)
+                # Share of the question's words the sentence covers, lightly favouring density.
+                score = overlap(question, words) + 0.01 * len(question & set(words)) / (
+                    1 + math.log1p(len(words))
+                )
+                scored.append((score, p_index, s_index, sentence, str(passage.get("chunk_id"))))
+        if not scored:
+            return {
+                "answer": "The stored passages do not answer this question.",
+                "cited_chunk_ids": [],
+            }
+        best = sorted(scored, key=lambda s: (-s[0], s[1], s[2]))[:_ANSWER_SENTENCES]
+        best = [b for b in best if b[0] > 0] or best[:1]
+        best.sort(key=lambda s: (s[1], s[2]))
+        cited = list(dict.fromkeys(b[4] for b in best))
+        return {"answer": " ".join(b[3] for b in best), "cited_chunk_ids": cited}
+
+
+def _first_context(messages: list[ModelMessage]) -> dict[str, Any] | None:
+    # The original prompt carries the context; retry prompts after it do not.
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            content = part.content if isinstance(part, UserPromptPart) else None
+            if isinstance(content, str) and CONTEXT_OPEN in content:
+                return extract_context(content)
+    return None
+
+
+def _new_name(text: str, path: list[str], options: list[str], context: dict[str, Any]) -> str:
+    level = int(context.get("level", 1))
+    words_per_name = 1 if level == 1 else 2
+    taken = {o.casefold() for o in options}
+    exclude = [w for name in path for w in word_stems(name)]
+    candidates = key_terms(text, 12, exclude=exclude)
+    for start in range(len(candidates)):
+        name = " ".join(w.capitalize() for w in candidates[start : start + words_per_name])
+        if name and name.casefold() not in taken:
+            return name
+    return f"General {level}" if f"general {level}" not in taken else f"Other {len(options) + 1}"
+
+
+def create_offline_model(
+    embedder: Embedder, tokens: TokenCounter, *, reuse_threshold: float = 0.35
+) -> OfflineModel:
+    """The offline model for ``embedder`` (its :attr:`OfflineModel.model` runs agents)."""
+    return OfflineModel(embedder, tokens, reuse_threshold=reuse_threshold)
