@@ -139,8 +139,8 @@ def register(cli: click.Group) -> None:
         defaults = ScopeDefaults(
             explicit_scope=explicit,
             workspace=Path(cfg.workspace).expanduser() if cfg.workspace else None,
-            # An HTTP server's own folder says nothing about its clients' projects.
-            cwd_root=git_root_of(Path.cwd()) if cfg.transport == "stdio" else None,
+            # Last resort for clients that send no roots (the Inspector, curl, older clients).
+            cwd_root=git_root_of(Path.cwd()),
         )
         runtime = MemoirRuntime(settings, state.db, scope_defaults=defaults)
         app = build_server(runtime, version=_version())

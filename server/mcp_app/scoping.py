@@ -2,7 +2,7 @@
 
 Order (DESIGN §5, issue 5): an explicit ``--scope`` given to ``memoir serve`` > the client's MCP
 roots (first ``file://`` root) > the configured workspace > the git root of the server's working
-directory (stdio only: an HTTP server's own directory says nothing about its clients). A write
+directory (a team's shared HTTP server should be started with ``--workspace`` or ``--scope``). A write
 with no scope is refused, never guessed; a read with no scope uses the ``global`` scope and says
 so.
 """

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+
+# pydantic-ai's MCP client is fastmcp (the `pydantic-ai-slim[mcp]` extra).
+pytest.importorskip("fastmcp", reason="needs pydantic-ai-slim[mcp] (fastmcp-slim[client])")
+
 from fastmcp.client.transports import StdioTransport
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
