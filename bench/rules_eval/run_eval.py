@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -36,8 +37,6 @@ from memory_core.rules.service import RulesService  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-import os
-
 _ENV = {k: v for k, v in os.environ.items() if k.startswith("MEMOIR_RULES__")}
 TASK_FILES = ("sample_tasks.json", "public_tasks.json")
 

@@ -67,7 +67,12 @@ from memory_core.storage.sqlite import rules as rules_sql
 
 __all__ = ["RulesService"]
 
-log = structlog.get_logger(__name__)
+
+def _log() -> Any:
+    # A fresh lazy proxy per call: a module-level one is frozen by cache_logger_on_first_use,
+    # and entry points (or tests capturing logs) may configure structlog after import.
+    return structlog.get_logger(__name__)
+
 
 _SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
 
@@ -303,7 +308,7 @@ class RulesService:
             took_ms=took,
         )
         # Requirement 12.3 / 13.1: counts only, never document text.
-        log.info(
+        _log().info(
             "rules upserted",
             scope=scope,
             documents=len(documents),
@@ -316,7 +321,7 @@ class RulesService:
             took_ms=took,
         )
         if secrets_flagged:
-            log.warning("possible secrets in rule documents", scope=scope, count=secrets_flagged)
+            _log().warning("possible secrets in rule documents", scope=scope, count=secrets_flagged)
         return report
 
     # -- index -------------------------------------------------------------------------------
@@ -388,7 +393,7 @@ class RulesService:
         text = validate_task(task, max_chars=self._settings.max_task_chars)
         index = await self._index(scope)
         detected = await self._detect(text, index, scope, return_keywords)
-        log.debug(
+        _log().debug(
             "context detected",
             task=sanitize_for_log(text),
             layer=detected.detected_layer,
@@ -537,7 +542,7 @@ class RulesService:
             warnings=warnings,
         )
         # Requirement 12.2: sanitized task, context, candidates, top-5 scores, time.
-        log.info(
+        _log().info(
             "directives queried",
             scope=scope,
             task=sanitize_for_log(text),
@@ -744,5 +749,7 @@ class RulesService:
                 f"no rule or rule document {value!r} in scope {scope!r}",
                 hint="list them with `memoir rules list`",
             )
-        log.info("rules removed", scope=scope, rules=rules, documents=docs, directives=directives)
+        _log().info(
+            "rules removed", scope=scope, rules=rules, documents=docs, directives=directives
+        )
         return RemoveReport(rule_ids=rules, documents_removed=docs, directives_removed=directives)

@@ -73,3 +73,11 @@ async def loaded(service: RulesService, project: Path) -> RulesService:
     report = await service.upsert_markdown([str(project / "rules")], scope="s")
     assert report.documents_failed == 0
     return service
+
+
+@pytest.fixture(autouse=True)
+def _default_structlog() -> None:
+    # The CLI tests configure structlog at "warning"; log assertions need every level.
+    import structlog
+
+    structlog.reset_defaults()

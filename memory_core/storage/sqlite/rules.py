@@ -167,11 +167,12 @@ def _merged_rule_metadata(conn: Any, scope: str, rule_id: str) -> tuple[dict[str
     return merged, [int(r[0]) for r in rows]
 
 
-def _delete_resource(conn: Any, resource_id: int) -> int:
+def _delete_resource(conn: Any, scope: str, resource_id: int, orphans: set[int]) -> int:
     item_ids = [
         int(r[0])
         for r in conn.execute("SELECT item_id FROM item WHERE resource_id = ?", (resource_id,))
     ]
+    orphans |= _edge_entities(conn, scope, item_ids)
     _delete_edges_of_items(conn, item_ids)
     item_sql.delete_items(conn, item_ids)
     sections = [
@@ -207,56 +208,90 @@ def _delete_entities(conn: Any, entity_ids: Sequence[int]) -> None:
     conn.executemany("DELETE FROM entity WHERE entity_id = ?", [(i,) for i in entity_ids])
 
 
-def _delete_orphans(conn: Any, scope: str) -> None:
-    # Patterns, conditions, topics and technologies live only through their edges.
-    conn.execute(
-        "DELETE FROM entity WHERE scope = ? AND kind IN ('pattern', 'condition', 'topic', "
-        "'technology') AND NOT EXISTS (SELECT 1 FROM relation r WHERE r.scope = entity.scope "
-        "AND r.dst_kind = 'entity' AND r.dst_id = entity.entity_id) AND NOT EXISTS "
-        "(SELECT 1 FROM relation r WHERE r.scope = entity.scope AND r.src_kind = 'entity' "
-        "AND r.src_id = entity.entity_id)",
-        (scope,),
-    )
-    # A rule with no source left and no incoming Related edge is gone.
-    conn.execute(
-        "DELETE FROM entity WHERE scope = ? AND kind = 'rule' AND NOT EXISTS (SELECT 1 FROM "
-        "resource WHERE resource.scope = entity.scope AND resource.kind = ? AND "
-        "json_extract(resource.metadata, '$.rule_id') = entity.norm_name) AND NOT EXISTS "
-        "(SELECT 1 FROM relation r WHERE r.scope = entity.scope AND r.dst_kind = 'entity' "
-        "AND r.dst_id = entity.entity_id)",
-        (scope, RULE_DOCUMENT_KIND),
-    )
+def _delete_orphans(conn: Any, scope: str, candidates: Iterable[int] = ()) -> None:
+    """Delete entities that lost their last edge (only ``candidates`` are checked).
+
+    Patterns, conditions, topics and technologies live only through their edges; a rule lives
+    while a document defines it or another rule names it as Related.
+    """
+    ids = sorted(set(candidates))
+    for start in range(0, len(ids), 400):
+        batch = ids[start : start + 400]
+        marks = ",".join("?" * len(batch))
+        conn.execute(
+            f"DELETE FROM entity WHERE entity_id IN ({marks}) AND kind IN ('pattern', "
+            "'condition', 'topic', 'technology') AND NOT EXISTS (SELECT 1 FROM relation r "
+            "WHERE r.scope = entity.scope AND r.dst_kind = 'entity' AND r.dst_id = "
+            "entity.entity_id) AND NOT EXISTS (SELECT 1 FROM relation r WHERE r.scope = "
+            "entity.scope AND r.src_kind = 'entity' AND r.src_id = entity.entity_id)",
+            batch,
+        )
+        conn.execute(
+            f"DELETE FROM entity WHERE entity_id IN ({marks}) AND kind = 'rule' AND NOT EXISTS "
+            "(SELECT 1 FROM resource WHERE resource.scope = entity.scope AND resource.kind = ? "
+            "AND json_extract(resource.metadata, '$.rule_id') = entity.norm_name) AND NOT EXISTS "
+            "(SELECT 1 FROM relation r WHERE r.scope = entity.scope AND r.dst_kind = 'entity' "
+            "AND r.dst_id = entity.entity_id)",
+            (*batch, RULE_DOCUMENT_KIND),
+        )
+
+
+def _edge_entities(conn: Any, scope: str, item_ids: Sequence[int]) -> set[int]:
+    """Entities at the far end of the given items' edges (orphan candidates after a delete)."""
+    found: set[int] = set()
+    for start in range(0, len(item_ids), 400):
+        batch = list(item_ids[start : start + 400])
+        marks = ",".join("?" * len(batch))
+        found.update(
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT dst_id FROM relation WHERE scope = ? AND src_kind = 'item' AND "
+                f"src_id IN ({marks}) AND dst_kind = 'entity'",
+                (scope, *batch),
+            )
+        )
+    return found
 
 
 def _existing_edges(
-    conn: Any, scope: str, item_ids: Iterable[int], entity_ids: Iterable[int], rule_entity: int
+    conn: Any,
+    scope: str,
+    item_ids: Iterable[int],
+    entity_ids: Iterable[int],
+    rule_entity: int,
 ) -> set[Edge]:
     found: set[Edge] = set()
     select = (
         "SELECT src_kind, src_id, rel_type, dst_kind, dst_id FROM relation WHERE scope = ? AND "
     )
-    for item_id in item_ids:
-        for row in conn.execute(
-            select + "((src_kind = 'item' AND src_id = ?) OR (dst_kind = 'item' AND dst_id = ?))",
-            (scope, item_id, item_id),
+    items = list(item_ids)
+    entities = list(entity_ids)
+    for start in range(0, len(items), 400):
+        batch = items[start : start + 400]
+        marks = ",".join("?" * len(batch))
+        for clause in (
+            f"src_kind = 'item' AND src_id IN ({marks})",
+            f"dst_kind = 'item' AND dst_id IN ({marks})",
         ):
-            found.add(tuple(row))  # type: ignore[arg-type]
-    for entity_id in entity_ids:
-        for row in conn.execute(
-            select + "src_kind = 'entity' AND src_id = ? AND dst_kind = 'item'", (scope, entity_id)
-        ):
-            found.add(tuple(row))  # type: ignore[arg-type]
+            found.update(tuple(r) for r in conn.execute(select + clause, (scope, *batch)))  # type: ignore[misc]
+    for start in range(0, len(entities), 400):
+        batch = entities[start : start + 400]
+        marks = ",".join("?" * len(batch))
+        found.update(
+            tuple(r)  # type: ignore[misc]
+            for r in conn.execute(
+                select + f"src_kind = 'entity' AND src_id IN ({marks}) AND dst_kind = 'item'",
+                (scope, *batch),
+            )
+        )
     marks = ",".join("?" * len(_RULE_EDGE_TYPES))
-    for row in conn.execute(
-        select + f"src_kind = 'entity' AND src_id = ? AND rel_type IN ({marks})",
-        (scope, rule_entity, *_RULE_EDGE_TYPES),
-    ):
-        found.add(tuple(row))  # type: ignore[arg-type]
-    for row in conn.execute(
-        select + "src_kind = 'entity' AND src_id = ? AND rel_type = 'has_section'",
-        (scope, rule_entity),
-    ):
-        found.add(tuple(row))  # type: ignore[arg-type]
+    found.update(
+        tuple(r)  # type: ignore[misc]
+        for r in conn.execute(
+            select + f"src_kind = 'entity' AND src_id = ? AND rel_type IN ({marks}, 'has_section')",
+            (scope, rule_entity, *_RULE_EDGE_TYPES),
+        )
+    )
     return found
 
 
@@ -304,9 +339,10 @@ def upsert_document(
             directives_total=len(plan.directives),
         )
     removed = 0
+    orphans: set[int] = set()
     if overwrite:
         for resource_id in others:
-            removed += _delete_resource(conn, resource_id)
+            removed += _delete_resource(conn, scope, resource_id, orphans)
     metadata = json.dumps(plan.resource_metadata, ensure_ascii=False, sort_keys=True)
     if row is None:
         cursor = conn.execute(
@@ -353,6 +389,7 @@ def upsert_document(
     }
     wanted = {d.item.uid: d for d in plan.directives}
     gone = [item_id for uid, item_id in existing.items() if uid not in wanted]
+    orphans |= _edge_entities(conn, scope, gone)
     _delete_edges_of_items(conn, gone)
     item_sql.delete_items(conn, gone)
     removed += len(gone)
@@ -497,7 +534,8 @@ def upsert_document(
         "created_at) VALUES (?,?,?,?,?,?,?)",
         [(scope, *e, now) for e in sorted(new_edges)],
     )
-    _delete_orphans(conn, scope)
+    orphans |= {e[4] for e in stale if e[3] == "entity"}
+    _delete_orphans(conn, scope, orphans)
     _bump_version(conn, scope)
     return DocumentWrite(
         status=status,
@@ -533,8 +571,9 @@ def delete_rule_sources(
         ).fetchall()
     directives = 0
     rules: list[str] = []
+    orphans: set[int] = set()
     for resource_id, rid in rows:
-        directives += _delete_resource(conn, int(resource_id))
+        directives += _delete_resource(conn, scope, int(resource_id), orphans)
         if rid not in rules:
             rules.append(str(rid))
     if not rows:
@@ -550,12 +589,21 @@ def delete_rule_sources(
             )
         else:
             marks = ",".join("?" * len(_RULE_EDGE_TYPES))
+            orphans.add(entity_id)
+            orphans.update(
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT dst_id FROM relation WHERE scope = ? AND src_kind = 'entity' AND "
+                    "src_id = ? AND dst_kind = 'entity'",
+                    (scope, entity_id),
+                )
+            )
             conn.execute(
                 f"DELETE FROM relation WHERE scope = ? AND src_kind = 'entity' AND src_id = ? "
                 f"AND rel_type IN ({marks}, 'has_section', 'has_directive')",
                 (scope, entity_id, *_RULE_EDGE_TYPES),
             )
-    _delete_orphans(conn, scope)
+    _delete_orphans(conn, scope, orphans)
     _bump_version(conn, scope)
     return rules, len(rows), directives
 
