@@ -35,6 +35,7 @@ from memory_core.retrieval.fts import build_match  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 from memory_core.storage.sqlite import items as item_sql  # noqa: E402
+from memory_core.storage.sqlite import rules as rules_sql  # noqa: E402
 from rules_parser.inference import match_keywords  # noqa: E402
 from rules_parser.vocabulary import LAYER_KEYWORDS, TOPIC_KEYWORDS  # noqa: E402
 
@@ -218,9 +219,7 @@ async def bench_2000(work: Path, n_tasks: int) -> None:
 
                 def run(conn: Any) -> None:
                     if match:
-                        item_sql.lexical_search(
-                            conn, match, scope="b", kinds=["directive"], limit=30
-                        )
+                        rules_sql.directive_lexical_search(conn, match, scope="b", limit=30)
                     item_sql.vector_search(conn, vec, scope="b", kinds=["directive"], k=30)
 
                 await memoir.store.db.read(run)
@@ -280,9 +279,7 @@ async def bench_100k(work: Path, n_tasks: int) -> None:
 
                 def run(conn: Any) -> None:
                     if match:
-                        item_sql.lexical_search(
-                            conn, match, scope="big", kinds=["directive"], limit=30
-                        )
+                        rules_sql.directive_lexical_search(conn, match, scope="big", limit=30)
                     item_sql.vector_search(conn, vec, scope="big", kinds=["directive"], k=30)
 
                 await memoir.store.db.read(run)

@@ -60,6 +60,8 @@ class DirectiveIndex:
     by_rule: dict[str, list[int]] = field(default_factory=dict)
     by_topic: dict[str, list[int]] = field(default_factory=dict)
     wildcard: list[int] = field(default_factory=list)
+    rules_by_authority: dict[str, list[str]] = field(default_factory=dict)
+    rules_by_condition_stem: dict[str, set[str]] = field(default_factory=dict)
     dictionaries: Dictionaries | None = None
 
     @property
@@ -86,6 +88,12 @@ def build_index(
             condition_terms=tuple(condition_terms(c) for c in conditions),
             sources=tuple(meta.get("sources") or ()),
         )
+        for topic in meta.get("authoritative_for") or ():
+            index.rules_by_authority.setdefault(topic, []).append(rule.rule_id)
+        for terms in index.rules[rule.rule_id].condition_terms:
+            for stem_, weight in terms:
+                if weight == 1.0:  # generic verbs never qualify a condition on their own
+                    index.rules_by_condition_stem.setdefault(stem_, set()).add(rule.rule_id)
     terms_cache: dict[str, tuple[tuple[str, float], ...]] = {}
     for row in rows:
         meta = row.metadata

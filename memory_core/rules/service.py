@@ -59,6 +59,7 @@ from memory_core.rules.scoring import (
     content_stems,
     resolve_weights,
     score_directive,
+    when_to_apply_match,
 )
 from memory_core.rules.topics import TopicNormalizer, expand_topics
 from memory_core.scope import find_project_root
@@ -469,9 +470,9 @@ class RulesService:
 
         graph_ids = self._graph_candidates(index, query_topics, features)
         query_vec, semantic_ok = await self._query_vector(text, warnings)
-        lexical_ids, semantic = await self._search(text, scope, query_vec, graph_ids)
+        lexical_ids, nearest_ids, semantic = await self._search(text, scope, query_vec, graph_ids)
 
-        candidate_ids = set(lexical_ids) | set(semantic) | graph_ids
+        candidate_ids = set(lexical_ids) | set(nearest_ids) | graph_ids
         candidate_ids &= index.directives.keys()
         if strict_layer:
             if detected.detected_layer is None:
@@ -502,7 +503,7 @@ class RulesService:
         top = scored[:limit]
         lexical_set = set(lexical_ids)
         ranked = [
-            self._ranked(index, item_id, breakdown, lexical_set, semantic, graph_ids)
+            self._ranked(index, item_id, breakdown, lexical_set, set(nearest_ids), graph_ids)
             for _, _, item_id, breakdown in top
         ]
         packed = pack_directives(
@@ -527,7 +528,7 @@ class RulesService:
                 considered=len(candidate_ids),
                 selected=len(packed.selected),
                 lexical_hits=len(lexical_ids),
-                semantic_hits=len(semantic) if semantic_ok else 0,
+                semantic_hits=len(nearest_ids),
                 graph_hits=len(graph_ids),
                 dropped_for_budget=packed.dropped_for_budget + max(0, len(scored) - limit),
             ),
@@ -565,23 +566,39 @@ class RulesService:
     def _graph_candidates(
         self, index: DirectiveIndex, topics: frozenset[str], features: QueryFeatures
     ) -> set[int]:
-        """Graph expansion: rules authoritative for a detected topic, rules whose When to
-        Apply matches, and wildcard-layer directives on a detected topic."""
-        from memory_core.rules.scoring import when_to_apply_match
-
-        found: set[int] = set()
-        for rule in index.rules.values():
-            if rule.authoritative_for & topics:
-                found.update(index.by_rule.get(rule.rule_id, ()))
-            elif rule.condition_terms:
-                score, _ = when_to_apply_match(rule.condition_terms, features.task_stems)
+        """Graph expansion (no text match needed): directives of rules authoritative for a
+        detected topic or whose When to Apply matches the task, and wildcard-layer directives
+        on a detected topic. Capped at ``rules.graph_limit``, strongest rules first, so a
+        broad topic cannot pull thousands of candidates into scoring."""
+        priority: dict[str, float] = {}
+        for topic in topics:
+            for rule_id in index.rules_by_authority.get(topic, ()):
+                priority[rule_id] = priority.get(rule_id, 0.0) + 1.0
+        checked: set[str] = set()
+        for stem_ in features.task_stems:
+            for rule_id in index.rules_by_condition_stem.get(stem_, ()):
+                if rule_id in checked:
+                    continue
+                checked.add(rule_id)
+                score, _ = when_to_apply_match(
+                    index.rules[rule_id].condition_terms, features.task_stems
+                )
                 if score >= 0.5:
-                    found.update(index.by_rule.get(rule.rule_id, ()))
-        if topics:
-            wildcard = set(index.wildcard)
-            for topic in topics:
-                found.update(i for i in index.by_topic.get(topic, ()) if i in wildcard)
-        return found
+                    priority[rule_id] = priority.get(rule_id, 0.0) + score
+        limit = self._settings.graph_limit
+        found: dict[int, None] = {}
+        for rule_id in sorted(priority, key=lambda r: (-priority[r], r)):
+            members = index.by_rule.get(rule_id, ())
+            if len(found) + len(members) > limit:
+                break
+            found.update(dict.fromkeys(members))
+        for topic in sorted(topics):
+            for item_id in index.by_topic.get(topic, ()):
+                if len(found) >= limit:
+                    return set(found)
+                if index.directives[item_id].layer == "*":
+                    found[item_id] = None
+        return set(found)
 
     async def _query_vector(self, text: str, warnings: list[str]) -> tuple[np.ndarray | None, bool]:
         embedder = self._ctx.embedder
@@ -602,24 +619,29 @@ class RulesService:
         scope: str,
         query_vec: np.ndarray | None,
         graph_ids: set[int],
-    ) -> tuple[list[int], dict[int, float]]:
+    ) -> tuple[list[int], list[int], dict[int, float]]:
+        """Lexical and semantic arms in one read: (lexical ids, nearest ids, similarities).
+
+        Similarities cover the nearest neighbours and, from their stored vectors, the lexical
+        and graph candidates too, so every candidate gets a SemanticSim.
+        """
         k = self._settings.candidate_k
         words = [t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1]
         match = build_match(" ".join(words), operator="OR")
 
-        def run(conn: Any) -> tuple[list[int], dict[int, float]]:
+        def run(conn: Any) -> tuple[list[int], list[int], dict[int, float]]:
             lexical: list[int] = []
             if match:
-                hits = item_sql.lexical_search(
-                    conn, match, scope=scope, kinds=[DIRECTIVE_KIND], limit=k
-                )
-                lexical = [h.item_id for h in hits]
+                hits = rules_sql.directive_lexical_search(conn, match, scope=scope, limit=k)
+                lexical = [item_id for item_id, _ in hits]
             similarity: dict[int, float] = {}
+            nearest: list[int] = []
             if query_vec is not None:
                 for hit in item_sql.vector_search(
                     conn, query_vec, scope=scope, kinds=[DIRECTIVE_KIND], k=k
                 ):
                     similarity[hit.item_id] = 1.0 - hit.score
+                    nearest.append(hit.item_id)
                 missing = [i for i in set(lexical) | graph_ids if i not in similarity]
                 stored = rules_sql.fetch_vectors(conn, missing)
                 if stored:
@@ -627,7 +649,7 @@ class RulesService:
                     matrix = np.vstack([stored[i] for i in ids])
                     for item_id, value in zip(ids, matrix @ query_vec, strict=True):
                         similarity[item_id] = float(value)
-            return lexical, similarity
+            return lexical, nearest, similarity
 
         return await self._ctx.store.db.read(run)
 
@@ -637,7 +659,7 @@ class RulesService:
         item_id: int,
         breakdown: ScoreBreakdown,
         lexical: set[int],
-        semantic: dict[int, float],
+        semantic: set[int],
         graph: set[int],
     ) -> RankedDirective:
         directive: IndexedDirective = index.directives[item_id]
