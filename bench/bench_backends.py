@@ -9,7 +9,11 @@ For each backend, at 1k and 10k chunks (``--quick``: 1k only):
   driver (the baseline: what one would write by hand, with no checks and no ids back);
 - ``page``: latency of ``chunks_in_category(limit=100)`` walking a category with keyset
   pagination vs the same SELECT on the bare driver connection;
-- ``children``: latency of ``categories(parent_id=…)`` vs the same SELECT on the bare driver.
+- ``children``: latency of ``categories(parent_id=…)`` vs the same SELECT on the bare driver;
+- end to end through ``Memoir.open(url)`` with the offline model and the hashing embedder:
+  ingest chunks/s and query latency per strategy (median of 5), as ratios against SQLite
+  (model time included: the offline model is the same on every backend, so the ratio shows
+  what the database round trips add).
 
 Ratios are store / baseline (1.0 = no overhead). The server backends are the services on the
 machine; a backend whose service is down is reported and skipped. Rows are written under a
@@ -305,16 +309,90 @@ async def bench_backend(backend: str, sizes: list[int], folder: Path) -> list[st
     return lines
 
 
+_TOPICS = [
+    ("database", "index query table row transaction commit replica schema"),
+    ("cooking", "oven flour butter sugar recipe simmer knead season"),
+    ("astronomy", "planet orbit telescope galaxy comet nebula star gravity"),
+    ("football", "goal striker match league referee penalty keeper tactics"),
+    ("music", "melody chord rhythm guitar piano tempo harmony concert"),
+    ("gardening", "soil seed compost prune bloom root water shade"),
+]
+
+
+def _corpus(paragraphs: int) -> str:
+    """Paragraphs of ~450 characters on six topics (each becomes one chunk)."""
+    out = []
+    for n in range(paragraphs):
+        name, words = _TOPICS[n % len(_TOPICS)]
+        vocab = words.split()
+        body = " ".join(vocab[(n + k) % len(vocab)] for k in range(60))
+        out.append(f"Note {n} about {name}. {body}.")
+    return "\n\n".join(out)
+
+
+async def bench_service(backend: str, paragraphs: int, folder: Path) -> dict[str, float]:
+    """End to end through Memoir.open(url): ingest chunks/s and query latency per strategy."""
+    from memory_core.config import load_settings
+    from memory_core.embed import create_embedder
+    from memory_core.service import Memoir
+
+    url = f"sqlite:///{folder / 'service.db'}" if backend == "sqlite" else URLS[backend]
+    settings = load_settings(
+        {"hierarchy": {"min_chunk_chars": 300, "max_chunk_chars": 600}},
+        cwd=folder,
+        environ={},
+    )
+    memoir = await Memoir.open(url, settings=settings, embedder=create_embedder("hash:384"))
+    scope = f"bench:svc:{uuid.uuid4().hex}"
+    figures: dict[str, float] = {}
+    try:
+        started = time.perf_counter()
+        result = await memoir.ingest_text(_corpus(paragraphs), scope=scope)
+        figures["ingest_chunks_per_s"] = len(result.chunks) / (time.perf_counter() - started)
+        figures["chunks"] = len(result.chunks)
+        for strategy in ("one_shot", "wide_branch", "zoom_in", "branch_out"):
+
+            async def ask(strategy: str = strategy) -> None:
+                await memoir.query("how do indexes speed up a query?", scope=scope,
+                                   strategy=strategy)  # fmt: skip
+
+            figures[f"query_{strategy}_ms"] = await _timed(ask, 5) * 1000  # median of 5
+    finally:
+        store = await memoir.hierarchy.store()
+        if hasattr(store, "delete_scope"):
+            await store.delete_scope(scope)
+        await memoir.hierarchy.close()
+        await memoir.close()
+    return figures
+
+
 async def main(quick: bool) -> None:
     sizes = [1000] if quick else [1000, 10000]
     print(f"hierarchy stores vs raw driver calls; sizes {sizes}; batches of {BATCH}")
+    available = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in ("sqlite", "postgres", "mysql"):
             try:
                 for line in await bench_backend(backend, sizes, Path(tmp)):
                     print(line)
+                available.append(backend)
             except MemoirError as exc:
                 print(f"{backend:8s} skipped: {exc}")
+        paragraphs = 60 if quick else 300
+        print(
+            f"\nend to end (Memoir.open(url), offline model, hash embedder), {paragraphs} "
+            "paragraphs; ratio = backend / SQLite"
+        )
+        baseline: dict[str, float] = {}
+        for backend in available:
+            figures = await bench_service(backend, paragraphs, Path(tmp))
+            baseline = baseline or figures
+            for key, value in figures.items():
+                if key == "chunks":
+                    continue
+                ratio = value / baseline[key] if baseline[key] else float("nan")
+                unit = "chunks/s" if key.endswith("per_s") else "ms"
+                print(f"{backend:8s} {key:24s} {value:9.1f} {unit:8s} ratio {ratio:5.2f}")
 
 
 if __name__ == "__main__":
