@@ -34,6 +34,7 @@ __all__ = [
     "content_stems",
     "resolve_weights",
     "score_directive",
+    "score_total",
     "when_to_apply_match",
 ]
 
@@ -186,6 +187,73 @@ class QueryFeatures:
     task_stems: frozenset[str]
 
 
+def _signals(
+    severity: str,
+    layer: str,
+    topics: frozenset[str],
+    conditions: tuple[tuple[tuple[str, float], ...], ...],
+    rule_authoritative_for: frozenset[str],
+    semantic: float | None,
+    query: QueryFeatures,
+    wta_cache: dict[int, tuple[float, int]] | None,
+) -> tuple[float, float, int, float, float, float, float]:
+    """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic)."""
+    authority = 1.0 if not rule_authoritative_for.isdisjoint(query.topics) else 0.0
+    if wta_cache is None:
+        wta, which = when_to_apply_match(conditions, query.task_stems)
+    else:
+        # Rule-level conditions are shared by every directive of the rule: match them once.
+        key = id(conditions)
+        cached = wta_cache.get(key)
+        if cached is None:
+            cached = wta_cache[key] = when_to_apply_match(conditions, query.task_stems)
+        wta, which = cached
+    if layer == "*" or (query.layer is not None and layer == query.layer):
+        layer_match = 1.0
+    else:
+        top = max(query.layer_confidence.values(), default=0.0)
+        layer_match = round(query.layer_confidence.get(layer, 0.0) / top, 4) if top else 0.0
+    union = len(topics | query.topics)
+    overlap = round(len(topics & query.topics) / union, 4) if union else 0.0
+    severity_boost = _SEVERITY_POINTS.get(severity, 1.0)
+    sim = 0.0 if semantic is None else round(max(0.0, min(1.0, float(semantic))), 4)
+    return authority, wta, which, layer_match, overlap, severity_boost, sim
+
+
+def _total(
+    values: tuple[float, float, int, float, float, float, float], weights: Mapping[str, float]
+) -> float:
+    authority, wta, _, layer_match, overlap, severity_boost, sim = values
+    return round(
+        authority * weights.get("authority", 0.0)
+        + wta * weights.get("when_to_apply", 0.0)
+        + layer_match * weights.get("layer_match", 0.0)
+        + overlap * weights.get("topic_overlap", 0.0)
+        + severity_boost * weights.get("severity_boost", 0.0)
+        + sim * weights.get("semantic_sim", 0.0),
+        4,
+    )
+
+
+def score_total(
+    *,
+    severity: str,
+    layer: str,
+    topics: frozenset[str],
+    conditions: tuple[tuple[tuple[str, float], ...], ...],
+    rule_authoritative_for: frozenset[str],
+    semantic: float | None,
+    query: QueryFeatures,
+    weights: Mapping[str, float],
+    wta_cache: dict[int, tuple[float, int]] | None = None,
+) -> float:
+    """The total of :func:`score_directive` without building the explanation (the hot path)."""
+    values = _signals(
+        severity, layer, topics, conditions, rule_authoritative_for, semantic, query, wta_cache
+    )
+    return _total(values, weights)
+
+
 def score_directive(
     *,
     severity: str,
@@ -203,45 +271,35 @@ def score_directive(
     Returns:
         The breakdown: every signal, the weights, the total and human-readable reasons.
     """
+    values = _signals(
+        severity, layer, topics, conditions, rule_authoritative_for, semantic, query, None
+    )
+    authority, wta, which, layer_match, overlap, severity_boost, sim = values
     reasons: list[str] = []
-    authority_topics = sorted(rule_authoritative_for & query.topics)
-    authority = 1.0 if authority_topics else 0.0
     if authority:
-        reasons.append("rule is authoritative for " + ", ".join(authority_topics))
-    wta, which = when_to_apply_match(conditions, query.task_stems)
+        shared_authority = sorted(rule_authoritative_for & query.topics)
+        reasons.append("rule is authoritative for " + ", ".join(shared_authority))
     if which >= 0:
         reasons.append(f"when to apply: {condition_texts[which][:80]!r} ({wta:.2f})")
     if layer == "*":
-        layer_match = 1.0
         reasons.append("applies to every layer (*)")
-    elif query.layer is not None and layer == query.layer:
-        layer_match = 1.0
+    elif layer_match == 1.0:
         reasons.append(f"layer {layer} matches")
-    else:
-        top = max(query.layer_confidence.values(), default=0.0)
-        share = query.layer_confidence.get(layer, 0.0)
-        layer_match = round(share / top, 4) if top else 0.0
-        if layer_match:
-            reasons.append(f"layer {layer} is a candidate ({layer_match:.2f})")
-    union = topics | query.topics
+    elif layer_match:
+        reasons.append(f"layer {layer} is a candidate ({layer_match:.2f})")
     shared = topics & query.topics
-    overlap = round(len(shared) / len(union), 4) if union else 0.0
     if shared:
         reasons.append("topics: " + ", ".join(sorted(shared)))
-    severity_boost = _SEVERITY_POINTS.get(severity, 1.0)
-    sim = 0.0 if semantic is None else round(max(0.0, min(1.0, float(semantic))), 4)
     if sim:
         reasons.append(f"semantic similarity {sim:.2f}")
-    values = {
-        "authority": authority,
-        "when_to_apply": wta,
-        "layer_match": layer_match,
-        "topic_overlap": overlap,
-        "severity_boost": severity_boost,
-        "semantic_sim": sim,
-    }
-    total = round(sum(values[k] * weights.get(k, 0.0) for k in SIGNALS), 4)
-    # model_construct: values are built here and already valid; ranking scores thousands.
     return ScoreBreakdown.model_construct(
-        **values, weights=dict(weights), total=total, reasons=reasons
+        authority=authority,
+        when_to_apply=wta,
+        layer_match=layer_match,
+        topic_overlap=overlap,
+        severity_boost=severity_boost,
+        semantic_sim=sim,
+        weights=dict(weights),
+        total=_total(values, weights),
+        reasons=reasons,
     )

@@ -59,6 +59,7 @@ from memory_core.rules.scoring import (
     content_stems,
     resolve_weights,
     score_directive,
+    score_total,
     when_to_apply_match,
 )
 from memory_core.rules.topics import TopicNormalizer, expand_topics
@@ -76,6 +77,24 @@ def _log() -> Any:
 
 
 _SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
+# Documents are written in transactions of about this many directives: one commit per file
+# made bulk ingest slow, one for everything would hold the write lock for too long.
+_BATCH_DIRECTIVES = 400
+
+
+def _batches(plans: Sequence[DocumentPlan], size: int) -> list[list[DocumentPlan]]:
+    batches: list[list[DocumentPlan]] = []
+    current: list[DocumentPlan] = []
+    count = 0
+    for plan in plans:
+        if current and count + len(plan.directives) > size:
+            batches.append(current)
+            current, count = [], 0
+        current.append(plan)
+        count += len(plan.directives)
+    if current:
+        batches.append(current)
+    return batches
 
 
 class RulesService:
@@ -281,21 +300,22 @@ class RulesService:
             0,
         )
         patterns = 0
-        for plan in plans:
-            written = await store.db.write(rules_sql.upsert_document, plan, vectors, overwrite)
-            for key in totals:
-                totals[key] += getattr(written, key)
-            if written.status != "unchanged":
-                patterns += plan.pattern_count
-            documents.append(
-                DocumentReport(
-                    path=plan.uri,
-                    status=written.status,  # type: ignore[arg-type]
-                    rule_id=plan.rule_id,
-                    format=plan.resource_metadata.get("format"),
-                    directives=written.directives_total,
+        for batch in _batches(plans, _BATCH_DIRECTIVES):
+            writes = await store.db.write(rules_sql.upsert_documents, batch, vectors, overwrite)
+            for plan, written in zip(batch, writes, strict=True):
+                for key in totals:
+                    totals[key] += getattr(written, key)
+                if written.status != "unchanged":
+                    patterns += plan.pattern_count
+                documents.append(
+                    DocumentReport(
+                        path=plan.uri,
+                        status=written.status,  # type: ignore[arg-type]
+                        rule_id=plan.rule_id,
+                        format=plan.resource_metadata.get("format"),
+                        directives=written.directives_total,
+                    )
                 )
-            )
         failed = sum(1 for d in documents if d.status == "failed")
         took = round((time.perf_counter() - started) * 1000, 2)
         report = UpsertReport(
@@ -483,29 +503,46 @@ class RulesService:
                     for i in candidate_ids
                     if index.directives[i].layer in ("*", detected.detected_layer)
                 }
-        scored: list[tuple[float, float, int, ScoreBreakdown]] = []
+        wta_cache: dict[int, tuple[float, int]] = {}
+        no_rule = frozenset[str]()
+        scored: list[tuple[float, float, int]] = []
         for item_id in candidate_ids:
+            directive = index.directives[item_id]
+            rule = index.rules.get(directive.rule_id)
+            sim = semantic.get(item_id) if semantic_ok else None
+            total = score_total(
+                severity=directive.severity,
+                layer=directive.layer,
+                topics=directive.topic_set,
+                conditions=directive.condition_terms,
+                rule_authoritative_for=rule.authoritative_for if rule else no_rule,
+                semantic=sim,
+                query=features,
+                weights=weights,
+                wta_cache=wta_cache,
+            )
+            scored.append((total, sim or 0.0, item_id))
+        scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+        lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
+        ranked = []
+        # Only what can be shown gets an explanation (building one per candidate is costly).
+        for _, _, item_id in scored[:limit]:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
             breakdown = score_directive(
                 severity=directive.severity,
-                layer=directive.layer or None,
+                layer=directive.layer,
                 topics=directive.topic_set,
                 conditions=directive.condition_terms,
                 condition_texts=directive.conditions,
-                rule_authoritative_for=rule.authoritative_for if rule else frozenset(),
+                rule_authoritative_for=rule.authoritative_for if rule else no_rule,
                 semantic=semantic.get(item_id) if semantic_ok else None,
                 query=features,
                 weights=weights,
             )
-            scored.append((breakdown.total, breakdown.semantic_sim, item_id, breakdown))
-        scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
-        top = scored[:limit]
-        lexical_set = set(lexical_ids)
-        ranked = [
-            self._ranked(index, item_id, breakdown, lexical_set, set(nearest_ids), graph_ids)
-            for _, _, item_id, breakdown in top
-        ]
+            ranked.append(
+                self._ranked(index, item_id, breakdown, lexical_set, nearest_set, graph_ids)
+            )
         packed = pack_directives(
             ranked,
             header=render_header(detected),

@@ -304,3 +304,22 @@ async def test_remove_rule_by_id_and_by_path(loaded: RulesService, memoir: Memoi
 
     with pytest.raises(NotFoundError):
         await loaded.remove_rule("no-such-rule", scope="s")
+
+
+async def test_entities_dropped_by_one_document_are_recreated_for_the_next(
+    service: RulesService, memoir: Memoir, project: Path
+) -> None:
+    one = AUTH_RULE.replace("**Topics:** security, auth, api", "**Topics:** zeta-topic")
+    write_rules(project / "batch", {"a.md": one})
+    await service.upsert_markdown([str(project / "batch")], scope="s")
+    # In one upsert (one transaction): a.md drops the topic, b.md (after it) adopts it.
+    write_rules(project / "batch", {"a.md": AUTH_RULE, "b.md": one.replace("Authentication", "B")})
+    await service.upsert_markdown([str(project / "batch")], scope="s")
+    dangling = await _count(
+        memoir,
+        "SELECT count(*) FROM relation r WHERE r.dst_kind = 'entity' AND NOT EXISTS "
+        "(SELECT 1 FROM entity e WHERE e.entity_id = r.dst_id)",
+    )
+    assert dangling == 0
+    topics = [r[0] for r in await _rows(memoir, "SELECT norm_name FROM entity WHERE kind='topic'")]
+    assert "zeta-topic" in topics

@@ -35,6 +35,7 @@ __all__ = [
     "load_rules",
     "rule_directive_rows",
     "upsert_document",
+    "upsert_documents",
 ]
 
 Edge = tuple[str, int, str, str, int]  # (src_kind, src_id, rel_type, dst_kind, dst_id)
@@ -295,11 +296,28 @@ def _existing_edges(
     return found
 
 
+def upsert_documents(
+    conn: Any,
+    plans: Sequence[DocumentPlan],
+    vectors: dict[str, np.ndarray],
+    overwrite: bool,
+) -> list[DocumentWrite]:
+    """Write several document plans in one transaction (ingest of a folder in batches).
+
+    Each document's writes are the same as :func:`upsert_document`; sharing the transaction
+    and the entity lookups makes bulk ingest several times faster than one commit per file.
+    """
+    cache: dict[tuple[str, str], int] = {}
+    return [upsert_document(conn, plan, vectors, overwrite, entity_cache=cache) for plan in plans]
+
+
 def upsert_document(
     conn: Any,
     plan: DocumentPlan,
     vectors: dict[str, np.ndarray],
     overwrite: bool,
+    *,
+    entity_cache: dict[tuple[str, str], int] | None = None,
 ) -> DocumentWrite:
     """Write one document's plan (call inside one write transaction).
 
@@ -411,6 +429,8 @@ def upsert_document(
         item_ids.update({d.item.uid: i for d, i in zip(without_vec, ids, strict=True)})
 
     entities = _Entities(conn, scope, now)
+    if entity_cache is not None:
+        entities.cache = entity_cache  # same transaction: ids stay valid across documents
     merged, _ = _merged_rule_metadata(conn, scope, plan.rule_id)
     rule_entity = entities.get(
         "rule", plan.rule_id, merged.get("rule_name") or plan.rule_name, resource_id=resource_id
@@ -536,6 +556,10 @@ def upsert_document(
     )
     orphans |= {e[4] for e in stale if e[3] == "entity"}
     _delete_orphans(conn, scope, orphans)
+    # Entities that may be gone must not be handed out again from the shared cache.
+    gone_ids = orphans | set(stale_sections)
+    for key in [k for k, v in entities.cache.items() if v in gone_ids]:
+        del entities.cache[key]
     _bump_version(conn, scope)
     return DocumentWrite(
         status=status,
