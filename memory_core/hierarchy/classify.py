@@ -11,12 +11,15 @@ one category.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
 from memory_core.errors import ModelError
 from memory_core.hierarchy.store import Category, HierarchyStore, normalise_category_name
-from memory_core.llm.agents import HierarchyAgents
+
+if TYPE_CHECKING:
+    from memory_core.llm.agents import HierarchyAgents
 
 __all__ = ["Classification", "Classifier", "may_create"]
 

@@ -8,7 +8,7 @@ raise.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -26,9 +26,11 @@ from memory_core.hierarchy.results import Citation, ErrorInfo, QueryResult, Used
 from memory_core.hierarchy.store import HierarchyStore
 from memory_core.hierarchy.strategies import StrategyParams, validate_strategy
 from memory_core.hierarchy.traverse import Traversal, traverse
-from memory_core.llm.agents import HierarchyAgents
 from memory_core.models import utc_now
 from memory_core.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from memory_core.llm.agents import HierarchyAgents
 
 __all__ = ["run_query"]
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
-from pydantic_ai.models import Model
 
 from memory_core.errors import InvalidInputError, ModelError
 from memory_core.hierarchy.chunking import chunk_text
@@ -33,14 +32,15 @@ from memory_core.hierarchy.results import (
 from memory_core.hierarchy.store import HierarchyStore, NewChunk
 from memory_core.hierarchy.stores import create_hierarchy_store
 from memory_core.hierarchy.strategies import StrategyParams
-from memory_core.llm.agents import HierarchyAgents
-from memory_core.llm.chain import build_step_model
-from memory_core.llm.offline import OfflineModel
 from memory_core.llm.profiles import STEPS, resolve_profile
 from memory_core.models import content_hash, stable_id, utc_now
 from memory_core.scope import validate_scope
 
 if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from memory_core.llm.agents import HierarchyAgents
+    from memory_core.llm.offline import OfflineModel
     from memory_core.service import CoreContext
 
 __all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
@@ -65,9 +65,7 @@ class HierarchyService:
         self._store = store
         self._opened = False
         self._lock = anyio.Lock()
-        self.offline = OfflineModel(
-            ctx.embedder, ctx.tokens, reuse_threshold=self.settings.offline_reuse_threshold
-        )
+        self._offline: OfflineModel | None = None
         self.params = StrategyParams(
             wide_branch_n=self.settings.wide_branch_n,
             zoom_in_n=self.settings.zoom_in_n,
@@ -99,8 +97,25 @@ class HierarchyService:
             await self._store.close()
             self._opened = False
 
+    @property
+    def offline(self) -> OfflineModel:
+        """The built-in offline model (pydantic-ai is imported on first use: the CLI's
+        ``categories`` and ``runs`` never pay for it)."""
+        if self._offline is None:
+            from memory_core.llm.offline import OfflineModel
+
+            self._offline = OfflineModel(
+                self.ctx.embedder,
+                self.ctx.tokens,
+                reuse_threshold=self.settings.offline_reuse_threshold,
+            )
+        return self._offline
+
     def agents(self, model: Model | None = None) -> HierarchyAgents:
         """The LLM steps, each on its chain: configured provider -> ``model`` -> offline."""
+        from memory_core.llm.agents import HierarchyAgents
+        from memory_core.llm.chain import build_step_model
+
         llm = self.ctx.settings.llm
         return HierarchyAgents(
             {

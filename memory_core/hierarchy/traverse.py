@@ -13,7 +13,7 @@ a call keep their listed order), ties broken by the category-id path ascending.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -24,7 +24,9 @@ from memory_core.hierarchy.strategies import (
     effective_count,
     picks_per_level,
 )
-from memory_core.llm.agents import HierarchyAgents
+
+if TYPE_CHECKING:
+    from memory_core.llm.agents import HierarchyAgents
 
 __all__ = ["PATH_SEPARATOR", "SelectedPath", "Traversal", "traverse"]
 
