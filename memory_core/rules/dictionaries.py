@@ -173,9 +173,13 @@ def build_dictionaries(
         tables.add(category, tech.casefold(), tech)
         for keyword in keywords:
             tables.add(category, tech.casefold(), keyword)
-    for tech, category in (learned_technologies or {}).items():
-        if category in ("language", "framework", "platform"):
-            tables.add(category, tech, tech)  # type: ignore[arg-type]
+    for tech, learned_category in (learned_technologies or {}).items():
+        if learned_category == "language":
+            tables.add("language", tech, tech)
+        elif learned_category == "platform":
+            tables.add("platform", tech, tech)
+        elif learned_category == "framework":
+            tables.add("framework", tech, tech)
     tables.learned_topics = frozenset(learned)
     return tables
 

@@ -90,23 +90,23 @@ def build_index(
         )
         for topic in meta.get("authoritative_for") or ():
             index.rules_by_authority.setdefault(topic, []).append(rule.rule_id)
-        for terms in index.rules[rule.rule_id].condition_terms:
-            for stem_, weight in terms:
+        for rule_terms in index.rules[rule.rule_id].condition_terms:
+            for stem_, weight in rule_terms:
                 if weight == 1.0:  # generic verbs never qualify a condition on their own
                     index.rules_by_condition_stem.setdefault(stem_, set()).add(rule.rule_id)
     terms_cache: dict[str, tuple[tuple[str, float], ...]] = {}
     for row in rows:
         meta = row.metadata
         rule_id = str(meta.get("rule_id", ""))
-        rule = index.rules.get(rule_id)
+        owner = index.rules.get(rule_id)
         own = tuple(meta.get("when_to_apply") or ())
-        conditions = own + (rule.conditions if rule else ())
-        terms = []
+        conditions = own + (owner.conditions if owner else ())
+        terms: list[tuple[tuple[str, float], ...]] = []
         for condition in own:
             if condition not in terms_cache:
                 terms_cache[condition] = condition_terms(condition)
             terms.append(terms_cache[condition])
-        all_terms = tuple(terms) + (rule.condition_terms if rule else ())
+        all_terms = tuple(terms) + (owner.condition_terms if owner else ())
         topics = tuple(meta.get("topics") or ())
         directive = IndexedDirective(
             item_id=row.item_id,

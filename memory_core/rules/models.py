@@ -38,7 +38,7 @@ class UpsertIssue(BaseModel):
 
     path: str = Field(description="The document the issue is in.")
     line: int = Field(description="1-based line of the problem.")
-    field: str | None = Field(None, description="The metadata field or element concerned.")
+    field: str | None = Field(default=None, description="The metadata field or element concerned.")
     message: str = Field(description="What is wrong and how to fix it.")
     severity: Literal["error", "warning"] = Field(description="error or warning.")
 
@@ -53,10 +53,10 @@ class DocumentReport(BaseModel):
         description="created / updated / unchanged (same content hash) / skipped (no "
         "directives) / failed (unreadable, outside the allowed roots, or unparsable)."
     )
-    rule_id: str | None = Field(None, description="Id of the rule the document defines.")
-    format: str | None = Field(None, description="Detected source format.")
-    directives: int = Field(0, description="Directives the document holds now.")
-    error: str | None = Field(None, description="Why the document failed, if it did.")
+    rule_id: str | None = Field(default=None, description="Id of the rule the document defines.")
+    format: str | None = Field(default=None, description="Detected source format.")
+    directives: int = Field(default=0, description="Directives the document holds now.")
+    error: str | None = Field(default=None, description="Why the document failed, if it did.")
 
 
 class UpsertReport(BaseModel):
@@ -67,8 +67,10 @@ class UpsertReport(BaseModel):
     rules_upserted: int = Field(description="Rules created or updated.")
     sections_created: int = Field(description="Section nodes created.")
     directives_added: int = Field(description="Directives inserted (new or changed).")
-    directives_removed: int = Field(0, description="Directives deleted (gone from the source).")
-    directives_unchanged: int = Field(0, description="Directives kept as they were.")
+    directives_removed: int = Field(
+        default=0, description="Directives deleted (gone from the source)."
+    )
+    directives_unchanged: int = Field(default=0, description="Directives kept as they were.")
     patterns_extracted: int = Field(description="Code patterns (examples, anti-patterns) found.")
     relations_established: int = Field(description="Graph edges created.")
     documents_processed: int = Field(description="Documents looked at.")
@@ -80,7 +82,7 @@ class UpsertReport(BaseModel):
         default_factory=list, description="The same problems, structured."
     )
     documents: list[DocumentReport] = Field(default_factory=list, description="Per document.")
-    took_ms: float = Field(0.0, description="Wall time of the whole upsert.")
+    took_ms: float = Field(default=0.0, description="Wall time of the whole upsert.")
 
 
 class LayerCandidate(BaseModel):
@@ -138,22 +140,24 @@ class RankedDirective(BaseModel):
 
     directive_id: str = Field(description="Stable id of the directive.")
     rule_id: str = Field(description="Id of its rule.")
-    rule_title: str | None = Field(None, description="Title of its rule.")
+    rule_title: str | None = Field(default=None, description="Title of its rule.")
     text: str = Field(description="The directive statement.")
     severity: Literal["MUST", "SHOULD", "MAY"] = Field(description="MUST, SHOULD or MAY.")
-    layer: str | None = Field(None, description="Layer the directive applies to.")
+    layer: str | None = Field(default=None, description="Layer the directive applies to.")
     topics: list[str] = Field(default_factory=list, description="Topics of the directive.")
     source_path: str = Field(description="Rule document the directive comes from.")
-    line_start: int | None = Field(None, description="First line in the source.")
-    line_end: int | None = Field(None, description="Last line in the source.")
+    line_start: int | None = Field(default=None, description="First line in the source.")
+    line_end: int | None = Field(default=None, description="Last line in the source.")
     section: list[str] = Field(default_factory=list, description="Heading breadcrumb.")
     score: float = Field(description="Total score.")
     breakdown: ScoreBreakdown = Field(description="How the score was made.")
     matched_by: list[Literal["lexical", "semantic", "graph"]] = Field(
         default_factory=list, description="Which retrieval arms found it."
     )
-    forced: bool = Field(False, description="Included as a top MUST regardless of the budget.")
-    ref: int | None = Field(None, description="Its [n] marker in the context block.")
+    forced: bool = Field(
+        default=False, description="Included as a top MUST regardless of the budget."
+    )
+    ref: int | None = Field(default=None, description="Its [n] marker in the context block.")
 
 
 class Citation(BaseModel):
@@ -163,8 +167,8 @@ class Citation(BaseModel):
 
     ref: int = Field(description="The [n] marker used in the context block.")
     source_path: str = Field(description="Rule document path.")
-    line_start: int | None = Field(None, description="First line (1-based).")
-    line_end: int | None = Field(None, description="Last line (inclusive).")
+    line_start: int | None = Field(default=None, description="First line (1-based).")
+    line_end: int | None = Field(default=None, description="Last line (inclusive).")
     rule_id: str = Field(description="Id of the rule.")
     directive_id: str = Field(description="Id of the directive.")
     section: list[str] = Field(default_factory=list, description="Heading breadcrumb.")
@@ -178,10 +182,12 @@ class RetrievalStats(BaseModel):
     searched: int = Field(description="Directives in the knowledge graph of this scope.")
     considered: int = Field(description="Candidates scored.")
     selected: int = Field(description="Directives in the context block.")
-    lexical_hits: int = Field(0, description="Candidates from the lexical arm.")
-    semantic_hits: int = Field(0, description="Candidates from the semantic arm.")
-    graph_hits: int = Field(0, description="Candidates from graph expansion.")
-    dropped_for_budget: int = Field(0, description="Ranked directives left out by the budget.")
+    lexical_hits: int = Field(default=0, description="Candidates from the lexical arm.")
+    semantic_hits: int = Field(default=0, description="Candidates from the semantic arm.")
+    graph_hits: int = Field(default=0, description="Candidates from graph expansion.")
+    dropped_for_budget: int = Field(
+        default=0, description="Ranked directives left out by the budget."
+    )
 
 
 class QueryDiagnostics(BaseModel):
@@ -200,8 +206,10 @@ class QueryDiagnostics(BaseModel):
     token_budget: int = Field(description="The budget applied.")
     tokens_used: int = Field(description="Exact tokens of context_block.")
     token_counter: str = Field(description="How tokens were counted.")
-    forced_must: int = Field(0, description="Top MUST directives included regardless of budget.")
-    mode: str | None = Field(None, description="The mode slug applied, if any.")
+    forced_must: int = Field(
+        default=0, description="Top MUST directives included regardless of budget."
+    )
+    mode: str | None = Field(default=None, description="The mode slug applied, if any.")
     weights: dict[str, float] = Field(default_factory=dict, description="Weights used.")
     semantic_available: bool = Field(description="Whether SemanticSim could be computed.")
     execution_ms: float = Field(description="Wall time of the whole query.")
@@ -226,13 +234,13 @@ class RuleSummary(BaseModel):
 
     rule_id: str = Field(description="Stable rule id (normalised rule name).")
     name: str = Field(description="Rule name as written.")
-    title: str | None = Field(None, description="Rule title.")
-    layer: str | None = Field(None, description="Layer of the rule.")
+    title: str | None = Field(default=None, description="Rule title.")
+    layer: str | None = Field(default=None, description="Layer of the rule.")
     topics: list[str] = Field(default_factory=list)
     authoritative_for: list[str] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list, description="Documents defining it.")
     directive_count: int = Field(description="Directives the rule holds.")
-    format: str | None = Field(None, description="Source format of the first document.")
+    format: str | None = Field(default=None, description="Source format of the first document.")
 
 
 class DirectiveDetail(BaseModel):

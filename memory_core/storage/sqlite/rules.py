@@ -558,8 +558,8 @@ def upsert_document(
     _delete_orphans(conn, scope, orphans)
     # Entities that may be gone must not be handed out again from the shared cache.
     gone_ids = orphans | set(stale_sections)
-    for key in [k for k, v in entities.cache.items() if v in gone_ids]:
-        del entities.cache[key]
+    for cache_key in [k for k, v in entities.cache.items() if v in gone_ids]:
+        del entities.cache[cache_key]
     _bump_version(conn, scope)
     return DocumentWrite(
         status=status,
