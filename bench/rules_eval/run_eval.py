@@ -51,10 +51,12 @@ def _recall(expected: list[list[str]], chosen: list[tuple[str, str]]) -> float:
 
 
 async def _evaluate(
-    task_file: Path, budget: int, verbose: bool, embedder_spec: str
+    task_file: Path, budget: int, verbose: bool, embedder_spec: str, public: Path | None
 ) -> dict[str, Any]:
     spec = json.loads(task_file.read_text(encoding="utf-8"))
-    corpus = (ROOT / spec["corpus"]).resolve()
+    names = spec["corpus"] if isinstance(spec["corpus"], list) else [spec["corpus"]]
+    corpora = [public if name == "@public" else (ROOT / name).resolve() for name in names]
+    corpora = [c for c in corpora if c is not None]
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(cwd=Path(tmp), environ=_ENV)
         memoir = await Memoir.open(
@@ -63,7 +65,10 @@ async def _evaluate(
         try:
             await memoir.embedder.ensure_loaded()
             service = RulesService(memoir.context, cwd=ROOT)
-            report = await service.upsert_markdown([str(corpus)], scope="eval")
+            report = await service.upsert_markdown(
+                [str(c) for c in corpora], scope="eval", allowed_roots=[str(c) for c in corpora]
+            )
+            assert report.documents_failed == 0, report.warnings
             index = await service._index("eval")  # the eval reads the same index as the ranker
             directives = list(index.directives.values())
             all_pairs = [(d.rule_id, d.statement) for d in directives]
@@ -92,7 +97,7 @@ async def _evaluate(
                 )
                 for d in directives
             }
-            files = sorted(p for p in corpus.rglob("*") if p.is_file())
+            files = sorted(p for c in corpora for p in c.rglob("*") if p.is_file())
             dump = "\n\n".join(p.read_text(encoding="utf-8") for p in files)
             dump_tokens = memoir.tokens.count(dump)
             dump_cut = memoir.tokens.truncate(dump, budget)
@@ -210,12 +215,22 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--only", default=None, help="one task file name")
+    parser.add_argument(
+        "--public-rules",
+        type=Path,
+        default=os.environ.get("MEMOIR_EVAL_PUBLIC_RULES"),
+        help="folder with the public rule files of SOURCES.md",
+    )
     args = parser.parse_args()
+    public = args.public_rules.resolve() if args.public_rules else None
     for name in TASK_FILES:
         path = HERE / name
         if not path.exists() or (args.only and name != args.only):
             continue
-        summary = anyio.run(_evaluate, path, args.budget, args.verbose, args.embedder)
+        if '"@public"' in path.read_text(encoding="utf-8") and public is None:
+            print(f"skipping {name}: no --public-rules folder (see SOURCES.md)", file=sys.stderr)
+            continue
+        summary = anyio.run(_evaluate, path, args.budget, args.verbose, args.embedder, public)
         print(json.dumps(summary, indent=1))
 
 
