@@ -72,7 +72,10 @@ class MemoirRuntime:
             return self._memoir
         async with self._open_lock:
             if self._memoir is None:
-                self._memoir = await self._open()
+                # Shielded: an open cut short by a disconnect would leave the SQLite worker
+                # thread answering a closed event loop, and the half-opened store unclosed.
+                with anyio.CancelScope(shield=True):
+                    self._memoir = await self._open()
         return self._memoir
 
     async def _open(self) -> Any:
