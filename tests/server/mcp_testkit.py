@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE_RULES = REPO / "sample_rules"
 
 
-def make_settings(tmp_path: Path, **server: Any) -> Settings:
-    overrides: dict[str, Any] = {"embedding": {"model": "hash:384"}}
+def make_settings(tmp_path: Path, *, llm: dict[str, Any] | None = None, **server: Any) -> Settings:
+    overrides: dict[str, Any] = {"embedding": {"model": "hash:384"}, "llm": llm or {}}
     if server:
         overrides["server"] = server
     return load_settings(overrides, cwd=tmp_path, environ={})
@@ -60,9 +60,14 @@ class ServerUnderTest:
     """A server built in-process over a real SQLite file."""
 
     def __init__(
-        self, tmp_path: Path, *, scope_defaults: ScopeDefaults | None = None, **server: Any
+        self,
+        tmp_path: Path,
+        *,
+        scope_defaults: ScopeDefaults | None = None,
+        llm: dict[str, Any] | None = None,
+        **server: Any,
     ):
-        self.settings = make_settings(tmp_path, **server)
+        self.settings = make_settings(tmp_path, llm=llm, **server)
         self.db_url = f"sqlite:///{tmp_path / 'memoir.db'}"
         self.runtime = MemoirRuntime(
             self.settings,
