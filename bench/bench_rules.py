@@ -181,14 +181,19 @@ async def bench_2000(work: Path, n_tasks: int) -> None:
     memoir = await open_store(work, "local")
     service = RulesService(memoir.context, cwd=work)
     try:
-        # Baseline: the embedding work alone, on the texts the ingest embeds.
+        # Baseline: the embedding work alone, on exactly the texts the ingest embeds.
+        from memory_core.rules.graph import build_plan
+        from memory_core.rules.topics import TopicNormalizer
         from rules_parser import load
 
-        texts = [
-            d.text
-            for path in sorted(corpus.glob("*.md"))
-            for d in (load(path).document.directives)  # type: ignore[union-attr]
-        ]
+        texts = []
+        for path in sorted(corpus.glob("*.md")):
+            document = load(path).document
+            assert document is not None
+            plan = build_plan(
+                document, scope="x", uri=path.name, tokens=memoir.tokens, topics=TopicNormalizer()
+            )
+            texts += [d.embed_text for d in plan.directives]
         start = time.perf_counter()
         await memoir.embedder.embed_documents(texts)
         embed_rate = len(texts) / (time.perf_counter() - start)
