@@ -72,6 +72,7 @@ def directives_output(
             tokens_used=diag.tokens_used,
             semantic_available=diag.semantic_available,
             execution_ms=diag.execution_ms,
+            partial=False,
             warnings=warnings,
         ),
     )

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import anyio
 import structlog
-from anyio.abc import CancelScope
+from anyio import CancelScope
 
 from server.mcp_app.app import MemoirMCPServer
 from server.mcp_app.runtime import MemoirRuntime
