@@ -53,7 +53,8 @@ class ModelProfile:
 
     def model_settings(self) -> dict[str, Any]:
         """pydantic-ai ``ModelSettings`` for this profile."""
-        return {"temperature": self.temperature, "timeout": self.timeout_s}
+        # request_timeout is enforced by pydantic-ai for every model (provider timeouts are not).
+        return {"temperature": self.temperature, "request_timeout": self.timeout_s}
 
     def record(self) -> dict[str, Any]:
         """The provider parameters, as logged with each run."""
