@@ -6,7 +6,7 @@ as output schemas unchanged. Field names are snake_case and every value is JSON-
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -259,6 +259,11 @@ class DirectiveDetail(BaseModel):
     topics: list[str] = Field(default_factory=list)
     layer: str | None = None
     when_to_apply: list[str] = Field(default_factory=list)
+    examples: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Code examples: language (fence info kept), code, anti_pattern flag.",
+    )
+    anti_patterns: list[str] = Field(default_factory=list, description="Prose anti-patterns.")
     token_count: int
 
 

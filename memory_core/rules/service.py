@@ -780,6 +780,8 @@ class RulesService:
                     topics=list(r.metadata.get("topics") or []),
                     layer=r.metadata.get("layer"),
                     when_to_apply=list(r.metadata.get("when_to_apply") or []),
+                    examples=list(r.metadata.get("examples") or []),
+                    anti_patterns=list(r.metadata.get("anti_patterns") or []),
                     token_count=r.token_count,
                 )
                 for r in rows

@@ -323,3 +323,13 @@ async def test_entities_dropped_by_one_document_are_recreated_for_the_next(
     assert dangling == 0
     topics = [r[0] for r in await _rows(memoir, "SELECT norm_name FROM entity WHERE kind='topic'")]
     assert "zeta-topic" in topics
+
+
+async def test_code_examples_keep_their_language_and_rationale(loaded: RulesService) -> None:
+    detail = await loaded.get_rule("auth", scope="s")
+    hashing = next(d for d in detail.directives if d.text.startswith("Hash passwords"))
+    assert hashing.examples == [
+        {"language": "python", "code": "hasher.hash(password)\n", "anti_pattern": False}
+    ]
+    assert hashing.line_start is not None and hashing.line_end > hashing.line_start
+    assert hashing.token_count > 0
