@@ -19,6 +19,7 @@ from mcp_types.version import is_version_at_least
 from server.mcp_app.calls import connection_of
 
 __all__ = [
+    "CATEGORIES_URI",
     "RULES_INDEX_URI",
     "STORE_SUMMARY_URI",
     "ResourceSubscriptions",
@@ -31,6 +32,7 @@ log = structlog.get_logger(__name__)
 
 RULES_INDEX_URI = "memoir://rules"
 STORE_SUMMARY_URI = "memoir://store/summary"
+CATEGORIES_URI = "memoir://categories"
 _MODERN = "2026-07-28"
 
 

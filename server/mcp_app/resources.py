@@ -2,7 +2,8 @@
 
 ``resources/list`` shows the rules of the scope the client's roots name (bounded); the templates
 ``memoir://rules/{rule_id}`` (the rule with every directive, as markdown) and
-``memoir://rules/{rule_id}/{directive_id}`` read them. Nothing here writes.
+``memoir://rules/{rule_id}/{directive_id}`` read them; ``memoir://categories`` is the tree of
+saved knowledge. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from mcp_types import Resource as MCPResource
 
 from memory_core.errors import MemoirError, NotFoundError
 from server.mcp_app.calls import roots_for_request, scope_for
-from server.mcp_app.notify import STORE_SUMMARY_URI, rule_uri
+from server.mcp_app.notify import CATEGORIES_URI, STORE_SUMMARY_URI, rule_uri
 from server.mcp_app.runtime import MemoirRuntime
 
-__all__ = ["list_rule_resources", "register_resources", "rule_markdown"]
+__all__ = ["categories_markdown", "list_rule_resources", "register_resources", "rule_markdown"]
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +85,14 @@ async def list_rule_resources(runtime: MemoirRuntime, ctx: Context) -> list[MCPR
     except (MemoirError, ModuleNotFoundError) as exc:
         log.info("rule resources not listed", error=str(exc))
         return []
-    return [
+    categories = MCPResource(
+        uri=CATEGORIES_URI,
+        name="categories",
+        title="Knowledge categories",
+        description="The category tree of this project's saved knowledge.",
+        mime_type=_MARKDOWN,
+    )
+    return [categories] + [
         MCPResource(
             uri=rule_uri(r.rule_id),
             name=r.rule_id,
@@ -94,6 +102,24 @@ async def list_rule_resources(runtime: MemoirRuntime, ctx: Context) -> list[MCPR
         )
         for r in rules[:_MAX_LISTED_RULES]
     ]
+
+
+def categories_markdown(tree: Any, *, max_depth: int = 0) -> str:
+    """The category tree (``CategoryTree``) as an indented markdown list, ``max_depth`` levels
+    deep (0: all)."""
+    lines = [f"# Knowledge categories ({tree.total} of at most {tree.max_categories})", ""]
+
+    def walk(nodes: Any, depth: int) -> None:
+        for node in nodes:
+            count = f" ({node.chunk_count})" if node.chunk_count is not None else ""
+            lines.append(f"{'  ' * depth}- {node.name}{count}")
+            if not max_depth or depth + 1 < max_depth:
+                walk(node.children, depth + 1)
+
+    walk(tree.nodes, 0)
+    if not tree.nodes:
+        lines.append("(nothing ingested yet: use the ingest tool)")
+    return "\n".join(lines) + "\n"
 
 
 def register_resources(app: MCPServer, runtime: MemoirRuntime) -> None:
@@ -113,6 +139,22 @@ def register_resources(app: MCPServer, runtime: MemoirRuntime) -> None:
         except MemoirError as error:
             raise ResourceError(f"{error.message} (hint: {error.hint})") from error
         return json.dumps(stats, default=str, indent=2)
+
+    @app.resource(
+        CATEGORIES_URI + "{?depth}",
+        name="categories",
+        title="Knowledge categories",
+        description="The category tree of this project's saved knowledge, with chunk counts "
+        "(?depth=N for the top N levels).",
+        mime_type=_MARKDOWN,
+    )
+    async def categories(ctx: Context, depth: int = 0) -> str:
+        try:
+            memoir = await runtime.memoir()
+            tree = await memoir.hierarchy.categories(scope=await _scope(runtime, ctx))
+        except MemoirError as error:
+            raise ResourceError(f"{error.message} (hint: {error.hint})") from error
+        return categories_markdown(tree, max_depth=max(0, depth))
 
     @app.resource(
         "memoir://rules/{rule_id}",

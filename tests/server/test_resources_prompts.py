@@ -98,3 +98,17 @@ async def test_the_save_knowledge_prompt_points_at_the_ingest_tool(sut: ServerUn
         got = await client.get_prompt("save_knowledge", {"topic": "deployment"})
     text = got.messages[0].content.text
     assert "`ingest`" in text and "deployment" in text
+
+
+async def test_the_category_tree_of_saved_knowledge_is_a_resource(
+    sut: ServerUnderTest, tmp_path: Path
+) -> None:
+    async with sut.client(tmp_path) as client:
+        await client.call_tool("ingest", {"text": "Releases are cut from main every Tuesday."})
+        listed = await client.list_resources()
+        tree = await client.read_resource("memoir://categories")
+        top = await client.read_resource("memoir://categories?depth=1")
+    assert "memoir://categories" in [str(r.uri) for r in listed.resources]
+    text = tree.contents[0].text
+    assert text.startswith("# Knowledge categories") and "\n  - " in text
+    assert "\n- " in top.contents[0].text and "\n  - " not in top.contents[0].text
