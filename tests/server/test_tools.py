@@ -243,3 +243,17 @@ async def test_a_corrupt_database_answers_with_recovery_steps_and_the_server_kee
     assert broken.structured_content["error"]["code"].startswith("database")
     assert len(still_listed.tools) == len(DEFAULT_TOOLS)
     assert not repaired.is_error
+
+
+async def test_the_extra_tools_list_rules_and_search_documents(tmp_path: Path) -> None:
+    server = ServerUnderTest(tmp_path, extra_tools=True)
+    project = make_project(tmp_path / "proj", rules=("api-design.md",))
+    try:
+        async with server.client(project) as client:
+            await client.call_tool("upsert_markdown", {"paths": ["rules"]})
+            rules = await client.call_tool("list_rules", {})
+            found = await client.call_tool("search", {"text": "pagination cursors"})
+    finally:
+        await server.close()
+    assert [r["rule_id"] for r in rules.structured_content["rules"]] == ["api-design"]
+    assert not found.is_error and found.structured_content["engine"] == "documents"
