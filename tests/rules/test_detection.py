@@ -158,3 +158,25 @@ async def test_service_caches_detection_and_learns_from_ingested_rules(
     assert "migrations" in first.topics  # a topic the ingested rules declare
     with pytest.raises(InvalidInputError):
         await loaded.detect_context("  ", scope="s")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=30), min_size=1, max_size=8))
+def test_topic_normalisation_is_idempotent_and_never_crashes(names: list[str]) -> None:
+    from memory_core.rules.topics import TopicNormalizer
+
+    normalizer = TopicNormalizer()
+    first = normalizer.normalize_all(names)
+    assert normalizer.normalize_all(first) == first
+    assert all(topic and topic == topic.strip() for topic in first)
+
+
+def test_topic_spellings_meet() -> None:
+    from memory_core.rules.topics import TopicNormalizer
+
+    normalizer = TopicNormalizer(["migrations"])
+    assert {normalizer.normalize(n) for n in ("auth", "Authentication", "authn", "AUTH")} == {
+        "authentication"
+    }
+    assert normalizer.normalize("Migration") == "migrations"
+    assert normalizer.normalize("authenticaton") == "authentication"  # typo
