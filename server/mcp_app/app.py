@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
     ListResourcesResult,
     PaginatedRequestParams,
     SubscribeRequestParams,
@@ -125,6 +128,17 @@ class MemoirMCPServer(MCPServer[Any]):
             )
             for tool in tools
         ]
+
+    # An unknown tool is the client's protocol mistake (JSON-RPC invalid params), not a tool
+    # failure for the model to read; the SDK would answer it as an isError result.
+    async def _handle_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
+        if self._tool_manager.get_tool(params.name) is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Unknown tool: {params.name!r}",
+                data={"known_tools": [t.name for t in self._tool_manager.list_tools()]},
+            )
+        return await super()._handle_call_tool(ctx, params)
 
     # The SDK lists static resources only; the rules depend on the caller's roots, so the
     # handler (which has the request) adds them.

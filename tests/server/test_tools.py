@@ -9,7 +9,9 @@ import anyio
 import jsonschema
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp_testkit import ServerUnderTest, make_project
+from mcp_types import INVALID_PARAMS
 
 from memory_core.errors import EmptyKnowledgeGraphError
 from server.mcp_app.tools import DEFAULT_TOOLS
@@ -257,3 +259,11 @@ async def test_the_extra_tools_list_rules_and_search_documents(tmp_path: Path) -
         await server.close()
     assert [r["rule_id"] for r in rules.structured_content["rules"]] == ["api-design"]
     assert not found.is_error and found.structured_content["engine"] == "documents"
+
+
+async def test_an_unknown_tool_is_a_protocol_error_not_a_tool_result(sut: ServerUnderTest) -> None:
+    async with sut.client() as client:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("memory.rules.query_directives", {"task": "x"})
+    assert caught.value.error.code == INVALID_PARAMS
+    assert "query_directives" in str(caught.value.error.data)
