@@ -77,6 +77,8 @@ def _log() -> Any:
 
 
 _SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
+# Marks a plain markdown file met during a folder walk (not ingested, reported as skipped).
+_PLAIN_SKIPPED = object()
 # Documents are written in transactions of about this many directives: one commit per file
 # made bulk ingest slow, one for everything would hold the write lock for too long.
 _BATCH_DIRECTIVES = 400
@@ -183,7 +185,14 @@ class RulesService:
                         loaded.append((str(file), exc))
                         continue
                     shown = display_path(real, file_root)
-                    loaded.append((shown, load(real, display_path=shown)))
+                    result = load(real, display_path=shown)
+                    document = result.document
+                    if resolved.is_dir() and document and document.format == "plain_markdown":
+                        # READMEs and docs are not rules: a folder walk takes rule formats
+                        # (template, AGENTS.md, .mdc, …); plain markdown must be named.
+                        loaded.append((shown, _PLAIN_SKIPPED))
+                        continue
+                    loaded.append((shown, result))
             return loaded
 
         loaded = await anyio.to_thread.run_sync(read_all)
@@ -229,6 +238,13 @@ class RulesService:
         plans: list[DocumentPlan] = []
         secrets_flagged = 0
         for shown, result in loaded:
+            if result is _PLAIN_SKIPPED:
+                warnings.append(
+                    f"{shown}: skipped: plain markdown found while walking a folder; "
+                    "pass the file itself to ingest it as rules"
+                )
+                documents.append(DocumentReport(path=shown, status="skipped"))
+                continue
             if isinstance(result, MemoirError):
                 warnings.append(f"{shown}: error: {result.message}")
                 documents.append(DocumentReport(path=shown, status="failed", error=result.message))

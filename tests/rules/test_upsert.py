@@ -333,3 +333,14 @@ async def test_code_examples_keep_their_language_and_rationale(loaded: RulesServ
     ]
     assert hashing.line_start is not None and hashing.line_end > hashing.line_start
     assert hashing.token_count > 0
+
+
+async def test_folder_walk_skips_plain_markdown_but_a_named_file_is_ingested(
+    service: RulesService, project: Path
+) -> None:
+    readme = "# Project\n\n- Always run the linter before pushing.\n"
+    write_rules(project / "docs", {"README.md": readme})
+    walked = await service.upsert_markdown([str(project / "docs")], scope="s")
+    assert [(d.path, d.status) for d in walked.documents] == [("docs/README.md", "skipped")]
+    named = await service.upsert_markdown([str(project / "docs" / "README.md")], scope="s")
+    assert named.documents[0].status == "created"
