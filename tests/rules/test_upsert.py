@@ -344,3 +344,29 @@ async def test_folder_walk_skips_plain_markdown_but_a_named_file_is_ingested(
     assert [(d.path, d.status) for d in walked.documents] == [("docs/README.md", "skipped")]
     named = await service.upsert_markdown([str(project / "docs" / "README.md")], scope="s")
     assert named.documents[0].status == "created"
+
+
+async def test_failed_embeddings_keep_directives_searchable_by_keywords(
+    service: RulesService, memoir: Memoir, project: Path
+) -> None:
+    from collections.abc import Sequence
+
+    import numpy as np
+
+    from memory_core.embed.hashing import HashingEncoder
+    from memory_core.embed.local import LocalEmbedder
+    from memory_core.errors import EmbeddingError
+
+    class BrokenEmbedder(LocalEmbedder):
+        async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+            raise EmbeddingError("model file unreadable", hint="reinstall")
+
+    memoir.context.embedder = BrokenEmbedder(HashingEncoder(384), embedder_id="hash:384")
+    report = await service.upsert_markdown([str(project / "rules" / "auth.md")], scope="s")
+    assert report.directives_added == 3
+    assert any("embeddings failed" in w for w in report.warnings)
+    assert await _count(memoir, "SELECT count(*) FROM item_vec") == 0
+
+    result = await service.query_directives("hash passwords", scope="s")
+    assert "semantic ranking unavailable" in " ".join(result.diagnostics.warnings)
+    assert result.directives[0].text == "Hash passwords with the platform library"
