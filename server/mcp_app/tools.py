@@ -76,7 +76,8 @@ query_directives assumes. Example: {"task": "add a SQL migration"}"""
 
 _UPSERT_MARKDOWN = """\
 Load rule documents (memoir template, AGENTS.md, CLAUDE.md, .cursor/rules, .clinerules…) into \
-the project's rules; paths relative to the project root. Merges unless overwrite. Reports counts \
+the project's rules; paths (files or folders) relative to the project root. Merges unless \
+overwrite. Reports counts \
 and per-document errors with lines. Example: {"paths": ["docs/rules/security.md"]}"""
 
 _INGEST_DOC = """\
@@ -105,9 +106,10 @@ class ToolHost:
         *,
         writes: bool,
         on_timeout: Callable[[Any, float], Awaitable[CallToolResult]] | None = None,
+        timeout: float | None = None,
     ) -> CallToolResult:
         started = time.perf_counter()
-        timeout = self.runtime.settings.server.call_timeout_s
+        timeout = timeout or self.runtime.settings.server.call_timeout_s
         try:
             async with self.runtime.call(tool, client_key(ctx)):
                 memoir = await self.runtime.memoir()
@@ -306,7 +308,10 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
             out.warnings.extend(_scope_warnings(decision))
             return ok_result(out, shaping.query_text(out))
 
-        return await host.run(ctx, "query", body, writes=False)
+        # A query may wait on LLM calls (MCP sampling, a provider): allow at least one LLM
+        # timeout on top of the call timeout.
+        llm_bound = settings.server.call_timeout_s + settings.llm.timeout_s
+        return await host.run(ctx, "query", body, writes=False, timeout=llm_bound)
 
     if extra:
         _register_extra_tools(app, host)
