@@ -77,8 +77,8 @@ query_directives assumes. Example: {"task": "add a SQL migration"}"""
 _UPSERT_MARKDOWN = """\
 Load rule documents (memoir template, AGENTS.md, CLAUDE.md, .cursor/rules, .clinerules…) into \
 the project's rules; paths (files or folders) relative to the project root. Merges unless \
-overwrite. Reports counts \
-and per-document errors with lines. Example: {"paths": ["docs/rules/security.md"]}"""
+overwrite. Reports counts and per-document errors with lines. \
+Example: {"paths": ["docs/rules/security.md"]}"""
 
 _INGEST_DOC = """\
 Save knowledge (decisions, facts, notes) to project memory, filed in a category tree; \
