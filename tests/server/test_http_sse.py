@@ -43,13 +43,14 @@ def sse_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServ
     assert stop_http_server(server) == 0, "".join(server.stderr)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_http_client_lists_and_calls_every_tool(
-    http_server: RunningServer, tmp_path: Path
+    http_server: RunningServer, tmp_path: Path, mode: str
 ) -> None:
     project = make_project(tmp_path / "proj")
     with anyio.fail_after(_WAIT_S):
         async with Client(
-            http_server.mcp_url, mode="legacy", list_roots_callback=roots_callback(project)
+            http_server.mcp_url, mode=mode, list_roots_callback=roots_callback(project)
         ) as client:
             tools = await client.list_tools()
             upsert = await client.call_tool("upsert_markdown", {"paths": ["rules"]})
