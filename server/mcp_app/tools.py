@@ -11,6 +11,7 @@ Descriptions are written for the model that calls them.
 
 # No `from __future__ import annotations`: the SDK reads these signatures at registration.
 
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -347,6 +348,7 @@ def _scope_warnings(decision: ScopeDecision) -> list[str]:
     return []
 
 
+@functools.cache
 def _has_hierarchy() -> bool:
     # The category-hierarchy core (issue 6) may not be in this build; until it is, ingest and
     # query use the documents engine (issue 3) so the tools still work.
@@ -355,6 +357,7 @@ def _has_hierarchy() -> bool:
     return importlib.util.find_spec("memory_core.hierarchy.service") is not None
 
 
+@functools.cache
 def _has_documents() -> bool:
     import importlib.util
 
