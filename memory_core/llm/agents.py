@@ -16,12 +16,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import structlog
 from pydantic import BaseModel, Field, create_model
 from pydantic_ai import Agent, ModelRetry, PromptedOutput
 from pydantic_ai.exceptions import AgentRunError, UserError
+from pydantic_ai.settings import ModelSettings
 
 from memory_core.errors import ModelError
 from memory_core.llm import prompts
@@ -75,7 +76,7 @@ class AnswerOutput(BaseModel):
 
 def forced_classify_type(names: Sequence[str]) -> type[BaseModel]:
     """The classification output when no new category may be created: a ``Literal`` choice."""
-    choice = Literal[tuple(dict.fromkeys(names))]  # type: ignore[valid-type]
+    choice: Any = Literal[tuple(dict.fromkeys(names))]
     return create_model(  # type: ignore[call-overload,no-any-return]
         "ForcedClassifyOutput",
         __doc__="Choose one of the existing categories (the category limit is reached).",
@@ -85,7 +86,7 @@ def forced_classify_type(names: Sequence[str]) -> type[BaseModel]:
 
 def selection_type(options: Sequence[str]) -> type[BaseModel]:
     """The traversal output: categories chosen among ``options`` (a ``Literal``)."""
-    choice = Literal[tuple(dict.fromkeys(options))]  # type: ignore[valid-type]
+    choice: Any = Literal[tuple(dict.fromkeys(options))]
     item = create_model(  # type: ignore[call-overload]
         "SelectedCategory",
         category=(choice, Field(description="One of the listed category names, exactly.")),
@@ -151,7 +152,7 @@ class HierarchyAgents:
         output_type: type[T],
         prompt: str,
         instructions: str,
-        validate: Callable[[T], T] | None = None,
+        validate: Callable[[Any], Any] | None = None,
     ) -> CallOutcome[T]:
         step_model = self.models[step]
         agent: Agent[None, T] = Agent(
@@ -167,7 +168,7 @@ class HierarchyAgents:
             result = await agent.run(
                 prompt,
                 model=step_model.model,
-                model_settings=step_model.profile.model_settings(),  # type: ignore[arg-type]
+                model_settings=cast(ModelSettings, step_model.profile.model_settings()),
             )
         except (AgentRunError, UserError, ExceptionGroup) as exc:
             raise ModelError(
