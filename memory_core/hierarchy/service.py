@@ -360,7 +360,7 @@ class HierarchyService:
         scope = validate_scope(scope)
         store = await self.store()
         rows = await store.all_categories(scope)
-        counts: dict[int, int] = {}
+        counts: dict[int, int] | None = None  # unknown when the store cannot count
         if hasattr(store, "chunk_counts"):
             counts = await store.chunk_counts(scope)
         nodes = {
@@ -369,7 +369,7 @@ class HierarchyService:
                 name=c.name,
                 level=c.level,
                 chunk_count=counts.get(c.category_id, 0)
-                if c.level == self.settings.depth
+                if counts is not None and c.level == self.settings.depth
                 else None,
             )
             for c in rows
