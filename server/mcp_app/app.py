@@ -119,6 +119,7 @@ class MemoirMCPServer(MCPServer[Any]):
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
+        self.runtime.warm()  # the client is connected: now load the store and the model
         return [
             tool.model_copy(
                 update={

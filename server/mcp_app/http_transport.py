@@ -51,7 +51,8 @@ async def serve_http(
     )
     server = _Uvicorn(config)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(runtime.open_in_background)
+        runtime.attach(tg)
+        runtime.warm()  # a shared server: nobody waits on its start-up handshake
         tg.start_soon(_exit_on_signal, server)
         await server.serve()
         tg.cancel_scope.cancel()

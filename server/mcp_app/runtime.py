@@ -22,6 +22,8 @@ from server.mcp_app.limits import RateLimiter
 from server.mcp_app.scoping import ScopeDefaults
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from memory_core.config import Settings
 
 __all__ = ["MemoirRuntime"]
@@ -58,6 +60,8 @@ class MemoirRuntime:
         self._idle = anyio.Event()
         self._idle.set()
         self._closing = False
+        self._task_group: TaskGroup | None = None
+        self._warming = False
 
     # -- the store ---------------------------------------------------------------------------
 
@@ -96,6 +100,22 @@ class MemoirRuntime:
             await self.memoir()
         except MemoirError as error:
             log.warning("store not available yet", error=error.message, hint=error.hint)
+
+    def attach(self, task_group: TaskGroup) -> None:
+        """Give the runtime the serving task group, for :meth:`warm` to open the store in."""
+        self._task_group = task_group
+
+    def warm(self) -> None:
+        """Open the store and start loading the model in the background, once.
+
+        Called after ``tools/list`` is answered rather than at spawn: the facade's imports run
+        in a thread, and competing with the handshake for the GIL would slow the very answers
+        clients wait on at start-up.
+        """
+        if self._warming or self._task_group is None or self._memoir is not None:
+            return
+        self._warming = True
+        self._task_group.start_soon(self.open_in_background)
 
     def embedder_ready(self) -> bool:
         memoir = self._memoir
@@ -144,8 +164,21 @@ class MemoirRuntime:
         memoir, self._memoir = self._memoir, None
         if memoir is not None:
             with anyio.CancelScope(shield=True):
+                await self._settle_embedder(memoir, drain_timeout)
                 await memoir.close()
             log.info("store closed")
+
+    @staticmethod
+    async def _settle_embedder(memoir: Any, timeout: float) -> None:
+        # Exiting while the model loads in its background thread aborts the interpreter
+        # (onnxruntime's threads outlive it): let a load already under way finish first.
+        if memoir.embedder.is_ready():
+            return
+        with anyio.move_on_after(timeout):
+            try:
+                await memoir.embedder.ensure_loaded()
+            except MemoirError as error:  # the server is stopping; a failed load changes nothing
+                log.info("embedder did not load before shutdown", error=error.message)
 
 
 def _redact(url: str) -> str:

@@ -105,7 +105,7 @@ async def _serve_stdio(app: MemoirMCPServer, runtime: MemoirRuntime) -> None:
     stdin: Any = StdinLines(sys.stdin.fileno())
     async with anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, runtime, tg.cancel_scope)
-        tg.start_soon(runtime.open_in_background)
+        runtime.attach(tg)
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, options)
         log.info("stdin closed")
