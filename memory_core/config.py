@@ -96,7 +96,7 @@ class RulesSettings(_Section):
         30, ge=1, le=4096, description="Candidates per retrieval arm (lexical, semantic)."
     )
     graph_limit: int = Field(
-        300, ge=0, le=100_000, description="Most candidates graph expansion may add per query."
+        150, ge=0, le=100_000, description="Most candidates graph expansion may add per query."
     )
     detection_cache_ttl_s: float = Field(
         300.0, ge=0, description="How long a detected context is reused (Requirement 10.4)."

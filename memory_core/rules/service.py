@@ -82,6 +82,8 @@ _PLAIN_SKIPPED = object()
 # Documents are written in transactions of about this many directives: one commit per file
 # made bulk ingest slow, one for everything would hold the write lock for too long.
 _BATCH_DIRECTIVES = 400
+# Words of the task kept for the OR pass of the lexical arm.
+_OR_TERMS = 8
 
 
 def _batches(plans: Sequence[DocumentPlan], size: int) -> list[list[DocumentPlan]]:
@@ -679,14 +681,22 @@ class RulesService:
         and graph candidates too, so every candidate gets a SemanticSim.
         """
         k = self._settings.candidate_k
-        words = [t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1]
-        match = build_match(" ".join(words), operator="OR")
+        words = list(dict.fromkeys(t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1))
+        every = build_match(" ".join(words), operator="AND")
+        # OR over every word costs a bm25 per matching row; with frequent words that is most of
+        # the index. The longest words are the likeliest to be rare: keep those for the OR.
+        longest = sorted(words, key=lambda w: (-len(w), words.index(w)))[:_OR_TERMS]
+        some = build_match(" ".join(longest), operator="OR")
 
         def run(conn: Any) -> tuple[list[int], list[int], dict[int, float]]:
             lexical: list[int] = []
-            if match:
+            # AND first (precise and cheap), then OR to fill up (DESIGN §7).
+            for match in (every, some) if len(words) > 1 else (some,):
+                if match is None or len(lexical) >= k // 2:
+                    continue
                 hits = rules_sql.directive_lexical_search(conn, match, scope=scope, limit=k)
-                lexical = [item_id for item_id, _ in hits]
+                lexical += [item_id for item_id, _ in hits if item_id not in lexical]
+            lexical = lexical[:k]
             similarity: dict[int, float] = {}
             nearest: list[int] = []
             if query_vec is not None:
