@@ -95,6 +95,7 @@ def build_index(
                 if weight == 1.0:  # generic verbs never qualify a condition on their own
                     index.rules_by_condition_stem.setdefault(stem_, set()).add(rule.rule_id)
     terms_cache: dict[str, tuple[tuple[str, float], ...]] = {}
+    expanded: dict[tuple[str, ...], frozenset[str]] = {}
     for row in rows:
         meta = row.metadata
         rule_id = str(meta.get("rule_id", ""))
@@ -108,6 +109,10 @@ def build_index(
             terms.append(terms_cache[condition])
         all_terms = tuple(terms) + (owner.condition_terms if owner else ())
         topics = tuple(meta.get("topics") or ())
+        # Directives of a rule mostly share their topic list: expand each distinct list once.
+        topic_set = expanded.get(topics)
+        if topic_set is None:
+            topic_set = expanded[topics] = expand_topics(topics)
         directive = IndexedDirective(
             item_id=row.item_id,
             uid=row.uid,
@@ -116,7 +121,7 @@ def build_index(
             severity=str(meta.get("severity", "SHOULD")),
             layer=str(meta.get("layer") or ""),
             topics=topics,
-            topic_set=expand_topics(topics),
+            topic_set=topic_set,
             conditions=conditions,
             condition_terms=all_terms,
             token_count=row.token_count,

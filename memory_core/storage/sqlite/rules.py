@@ -654,18 +654,41 @@ class RuleRow:
     metadata: dict[str, Any]
 
 
+_INDEX_FIELDS = (
+    "rule_id",
+    "statement",
+    "severity",
+    "layer",
+    "topics",
+    "when_to_apply",
+    "section_path",
+)
+_LIST_FIELDS = frozenset({"topics", "when_to_apply", "section_path"})
+
+
 def load_directive_rows(conn: Any, scope: str) -> list[DirectiveRow]:
-    """Every live directive of ``scope`` (for the in-memory index)."""
-    return [
-        DirectiveRow(int(r[0]), str(r[1]), int(r[2]), r[3], r[4], str(r[5] or ""), json.loads(r[6]))
-        for r in conn.execute(
-            "SELECT item.item_id, item.uid, item.token_count, item.start_line, item.end_line, "
-            "resource.uri, item.metadata FROM item LEFT JOIN resource "
-            "ON resource.resource_id = item.resource_id "
-            "WHERE item.scope = ? AND item.kind = ? AND item.deleted = 0 ORDER BY item.item_id",
-            (scope, DIRECTIVE_KIND),
+    """Every live directive of ``scope`` with the metadata the ranker reads (for the index).
+
+    Only those fields are extracted (in SQL): examples, details and rationales stay in the
+    database, which keeps loading 100k directives to seconds.
+    """
+    fields = ", ".join(f"json_extract(item.metadata, '$.{f}')" for f in _INDEX_FIELDS)
+    rows: list[DirectiveRow] = []
+    for r in conn.execute(
+        "SELECT item.item_id, item.uid, item.token_count, item.start_line, item.end_line, "
+        f"resource.uri, {fields} FROM item LEFT JOIN resource "
+        "ON resource.resource_id = item.resource_id "
+        "WHERE item.scope = ? AND item.kind = ? AND item.deleted = 0 ORDER BY item.item_id",
+        (scope, DIRECTIVE_KIND),
+    ):
+        metadata = {
+            name: (json.loads(value) if name in _LIST_FIELDS and value else value)
+            for name, value in zip(_INDEX_FIELDS, r[6:], strict=True)
+        }
+        rows.append(
+            DirectiveRow(int(r[0]), str(r[1]), int(r[2]), r[3], r[4], str(r[5] or ""), metadata)
         )
-    ]
+    return rows
 
 
 def rule_directive_rows(conn: Any, scope: str, rule_id: str) -> list[DirectiveRow]:
