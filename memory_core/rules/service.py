@@ -15,33 +15,29 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import numpy as np
 import structlog
 
 from memory_core.errors import (
-    EmbeddingError,
     EmptyKnowledgeGraphError,
     InvalidInputError,
-    MemoirError,
     NotFoundError,
 )
-from memory_core.retrieval.fts import build_match
+from memory_core.rules.candidates import graph_candidates, query_vector, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
-    STOPWORDS,
     DetectionCache,
     detect_context,
     validate_task,
 )
-from memory_core.rules.dictionaries import build_dictionaries, tokenize
-from memory_core.rules.graph import DIRECTIVE_KIND, DocumentPlan, build_plan, rule_key
+from memory_core.rules.dictionaries import build_dictionaries
+from memory_core.rules.graph import rule_key
 from memory_core.rules.index import DirectiveIndex, IndexedDirective, build_index
+from memory_core.rules.ingest import ingest_loaded, read_rule_files
 from memory_core.rules.log_safety import sanitize_for_log
 from memory_core.rules.models import (
     DetectedContext,
     DirectiveDetail,
     DirectiveQueryResult,
-    DocumentReport,
     QueryDiagnostics,
     RankedDirective,
     RemoveReport,
@@ -49,10 +45,9 @@ from memory_core.rules.models import (
     RuleDetail,
     RuleSummary,
     ScoreBreakdown,
-    UpsertIssue,
     UpsertReport,
 )
-from memory_core.rules.paths import display_path, resolve_allowed, validate_virtual_path
+from memory_core.rules.paths import validate_virtual_path
 from memory_core.rules.scoring import (
     MODE_TOPICS,
     QueryFeatures,
@@ -60,11 +55,9 @@ from memory_core.rules.scoring import (
     resolve_weights,
     score_directive,
     score_total,
-    when_to_apply_match,
 )
-from memory_core.rules.topics import TopicNormalizer, expand_topics
+from memory_core.rules.topics import expand_topics
 from memory_core.scope import find_project_root
-from memory_core.storage.sqlite import items as item_sql
 from memory_core.storage.sqlite import rules as rules_sql
 
 __all__ = ["RulesService"]
@@ -74,31 +67,6 @@ def _log() -> Any:
     # A fresh lazy proxy per call: a module-level one is frozen by cache_logger_on_first_use,
     # and entry points (or tests capturing logs) may configure structlog after import.
     return structlog.get_logger(__name__)
-
-
-_SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
-# Marks a plain markdown file met during a folder walk (not ingested, reported as skipped).
-_PLAIN_SKIPPED = object()
-# Documents are written in transactions of about this many directives: one commit per file
-# made bulk ingest slow, one for everything would hold the write lock for too long.
-_BATCH_DIRECTIVES = 400
-# Words of the task kept for the OR pass of the lexical arm.
-_OR_TERMS = 8
-
-
-def _batches(plans: Sequence[DocumentPlan], size: int) -> list[list[DocumentPlan]]:
-    batches: list[list[DocumentPlan]] = []
-    current: list[DocumentPlan] = []
-    count = 0
-    for plan in plans:
-        if current and count + len(plan.directives) > size:
-            batches.append(current)
-            current, count = [], 0
-        current.append(plan)
-        count += len(plan.directives)
-    if current:
-        batches.append(current)
-    return batches
 
 
 class RulesService:
@@ -146,9 +114,10 @@ class RulesService:
     ) -> UpsertReport:
         """Ingest rule files (or folders, walked for every supported format).
 
-        Each document is validated, planned, embedded and written in its own transaction; a
-        bad document (unreadable, outside the allowed roots, unparsable) is reported and the
-        others continue (Requirements 7.5, 7.6).
+        Each document is validated, planned, embedded and written atomically (documents are
+        batched into transactions of a few hundred directives); a bad document (unreadable,
+        outside the allowed roots, unparsable) is reported and the others continue
+        (Requirements 7.5, 7.6).
 
         Args:
             paths: files or folders.
@@ -169,36 +138,11 @@ class RulesService:
             )
         started = time.perf_counter()
         roots = self._roots(allowed_roots)
-        from rules_parser import discover_rule_files, load
-
-        def read_all() -> list[tuple[str, Any]]:
-            loaded: list[tuple[str, Any]] = []
-            for raw in paths:
-                try:
-                    resolved, _root = resolve_allowed(raw, roots, cwd=self._cwd)
-                except MemoirError as exc:
-                    loaded.append((str(raw), exc))
-                    continue
-                files = discover_rule_files(resolved) if resolved.is_dir() else [resolved]
-                for file in files:
-                    try:
-                        real, file_root = resolve_allowed(file, roots, cwd=self._cwd)
-                    except MemoirError as exc:
-                        loaded.append((str(file), exc))
-                        continue
-                    shown = display_path(real, file_root)
-                    result = load(real, display_path=shown)
-                    document = result.document
-                    if resolved.is_dir() and document and document.format == "plain_markdown":
-                        # READMEs and docs are not rules: a folder walk takes rule formats
-                        # (template, AGENTS.md, .mdc, …); plain markdown must be named.
-                        loaded.append((shown, _PLAIN_SKIPPED))
-                        continue
-                    loaded.append((shown, result))
-            return loaded
-
-        loaded = await anyio.to_thread.run_sync(read_all)
-        return await self._ingest(loaded, scope=scope, overwrite=overwrite, started=started)
+        cwd = self._cwd
+        loaded = await anyio.to_thread.run_sync(lambda: read_rule_files(paths, roots, cwd=cwd))
+        return await ingest_loaded(
+            self._ctx, loaded, scope=scope, overwrite=overwrite, started=started
+        )
 
     async def upsert_text(
         self, text: str, *, path: str, scope: str, overwrite: bool = False
@@ -224,144 +168,9 @@ class RulesService:
                 f"the rule document {shown!r} is empty", hint="send the markdown content"
             )
         result = parse(text, shown)
-        return await self._ingest(
-            [(shown, result)], scope=scope, overwrite=overwrite, started=started
+        return await ingest_loaded(
+            self._ctx, [(shown, result)], scope=scope, overwrite=overwrite, started=started
         )
-
-    async def _ingest(
-        self, loaded: list[tuple[str, Any]], *, scope: str, overwrite: bool, started: float
-    ) -> UpsertReport:
-        store = self._ctx.store
-        known_topics, _ = await store.db.read(rules_sql.learned_terms, scope)
-        normalizer = TopicNormalizer(known_topics)
-        warnings: list[str] = []
-        issues: list[UpsertIssue] = []
-        documents: list[DocumentReport] = []
-        plans: list[DocumentPlan] = []
-        secrets_flagged = 0
-        for shown, result in loaded:
-            if result is _PLAIN_SKIPPED:
-                warnings.append(
-                    f"{shown}: skipped: plain markdown found while walking a folder; "
-                    "pass the file itself to ingest it as rules"
-                )
-                documents.append(DocumentReport(path=shown, status="skipped"))
-                continue
-            if isinstance(result, MemoirError):
-                warnings.append(f"{shown}: error: {result.message}")
-                documents.append(DocumentReport(path=shown, status="failed", error=result.message))
-                continue
-            for issue in result.issues:
-                issues.append(
-                    UpsertIssue(
-                        path=issue.path,
-                        line=issue.line,
-                        field=issue.field,
-                        message=issue.message,
-                        severity=issue.severity,
-                    )
-                )
-                if issue.field == "secret":
-                    secrets_flagged += 1
-                    warnings.append(f"SECURITY: {issue}")
-                else:
-                    warnings.append(str(issue))
-            document = result.document
-            if document is None:
-                error = "; ".join(i.message for i in result.errors) or "nothing could be parsed"
-                documents.append(DocumentReport(path=shown, status="failed", error=error))
-                continue
-            if not document.directives:
-                warnings.append(f"{shown}: warning: no directives found; document skipped")
-                documents.append(
-                    DocumentReport(path=shown, status="skipped", format=document.format)
-                )
-                continue
-            plans.append(
-                build_plan(
-                    document, scope=scope, uri=shown, tokens=self._ctx.tokens, topics=normalizer
-                )
-            )
-
-        def states(conn: Any) -> list[tuple[str | None, set[str]]]:
-            return [rules_sql.document_state(conn, scope, p.uri) for p in plans]
-
-        stored = await store.db.read(states)
-        to_embed: list[tuple[str, str]] = []
-        for plan, (stored_hash, uids) in zip(plans, stored, strict=True):
-            if stored_hash == plan.content_hash and not overwrite:
-                continue
-            to_embed += [
-                (d.item.uid, d.embed_text) for d in plan.directives if d.item.uid not in uids
-            ]
-        vectors: dict[str, np.ndarray] = {}
-        if to_embed:
-            try:
-                matrix = await self._ctx.embedder.embed_documents([t for _, t in to_embed])
-                vectors = {uid: matrix[i] for i, (uid, _) in enumerate(to_embed)}
-            except EmbeddingError as exc:
-                # Requirement 11.2: keep the directives, searchable by keywords.
-                warnings.append(
-                    f"embeddings failed ({exc.message}); directives stored without vectors, "
-                    "keyword matching only until `memoir reembed`"
-                )
-
-        totals = dict.fromkeys(
-            (
-                "rules_upserted",
-                "sections_created",
-                "directives_added",
-                "directives_removed",
-                "directives_unchanged",
-                "relations_established",
-            ),
-            0,
-        )
-        patterns = 0
-        for batch in _batches(plans, _BATCH_DIRECTIVES):
-            writes = await store.db.write(rules_sql.upsert_documents, batch, vectors, overwrite)
-            for plan, written in zip(batch, writes, strict=True):
-                for key in totals:
-                    totals[key] += getattr(written, key)
-                if written.status != "unchanged":
-                    patterns += plan.pattern_count
-                documents.append(
-                    DocumentReport(
-                        path=plan.uri,
-                        status=written.status,  # type: ignore[arg-type]
-                        rule_id=plan.rule_id,
-                        format=plan.resource_metadata.get("format"),
-                        directives=written.directives_total,
-                    )
-                )
-        failed = sum(1 for d in documents if d.status == "failed")
-        took = round((time.perf_counter() - started) * 1000, 2)
-        report = UpsertReport(
-            **totals,
-            patterns_extracted=patterns,
-            documents_processed=len(documents),
-            documents_failed=failed,
-            warnings=warnings,
-            issues=issues,
-            documents=documents,
-            took_ms=took,
-        )
-        # Requirement 12.3 / 13.1: counts only, never document text.
-        _log().info(
-            "rules upserted",
-            scope=scope,
-            documents=len(documents),
-            succeeded=len(documents) - failed,
-            failed=failed,
-            warnings=len(warnings),
-            secrets_flagged=secrets_flagged,
-            directives_added=totals["directives_added"],
-            directives_removed=totals["directives_removed"],
-            took_ms=took,
-        )
-        if secrets_flagged:
-            _log().warning("possible secrets in rule documents", scope=scope, count=secrets_flagged)
-        return report
 
     # -- index -------------------------------------------------------------------------------
 
@@ -506,9 +315,13 @@ class RulesService:
             task_stems=content_stems(text),
         )
 
-        graph_ids = self._graph_candidates(index, query_topics, features)
-        query_vec, semantic_ok = await self._query_vector(text, warnings)
-        lexical_ids, nearest_ids, semantic = await self._search(text, scope, query_vec, graph_ids)
+        graph_ids = graph_candidates(
+            index, query_topics, features, limit=self._settings.graph_limit
+        )
+        query_vec, semantic_ok = await query_vector(self._ctx.embedder, text, warnings)
+        lexical_ids, nearest_ids, semantic = await search_arms(
+            self._ctx.store.db, text, scope, query_vec, graph_ids, k=self._settings.candidate_k
+        )
 
         candidate_ids = set(lexical_ids) | set(nearest_ids) | graph_ids
         candidate_ids &= index.directives.keys()
@@ -617,104 +430,6 @@ class RulesService:
             citations=packed.citations,
             diagnostics=diagnostics,
         )
-
-    def _graph_candidates(
-        self, index: DirectiveIndex, topics: frozenset[str], features: QueryFeatures
-    ) -> set[int]:
-        """Graph expansion (no text match needed): directives of rules authoritative for a
-        detected topic or whose When to Apply matches the task, and wildcard-layer directives
-        on a detected topic. Capped at ``rules.graph_limit``, strongest rules first, so a
-        broad topic cannot pull thousands of candidates into scoring."""
-        priority: dict[str, float] = {}
-        for topic in topics:
-            for rule_id in index.rules_by_authority.get(topic, ()):
-                priority[rule_id] = priority.get(rule_id, 0.0) + 1.0
-        checked: set[str] = set()
-        for stem_ in features.task_stems:
-            for rule_id in index.rules_by_condition_stem.get(stem_, ()):
-                if rule_id in checked:
-                    continue
-                checked.add(rule_id)
-                score, _ = when_to_apply_match(
-                    index.rules[rule_id].condition_terms, features.task_stems
-                )
-                if score >= 0.5:
-                    priority[rule_id] = priority.get(rule_id, 0.0) + score
-        limit = self._settings.graph_limit
-        found: dict[int, None] = {}
-        for rule_id in sorted(priority, key=lambda r: (-priority[r], r)):
-            members = index.by_rule.get(rule_id, ())
-            if len(found) + len(members) > limit:
-                break
-            found.update(dict.fromkeys(members))
-        for topic in sorted(topics):
-            for item_id in index.by_topic.get(topic, ()):
-                if len(found) >= limit:
-                    return set(found)
-                if index.directives[item_id].layer == "*":
-                    found[item_id] = None
-        return set(found)
-
-    async def _query_vector(self, text: str, warnings: list[str]) -> tuple[np.ndarray | None, bool]:
-        embedder = self._ctx.embedder
-        if not embedder.is_ready():
-            # Never block a query on the model: rank without SemanticSim this time.
-            embedder.start_loading()
-            warnings.append(_SEMANTIC_LOADING)
-            return None, False
-        try:
-            return await embedder.embed_query(text), True
-        except EmbeddingError as exc:
-            warnings.append(f"semantic ranking unavailable: {exc.message}; keyword matching used")
-            return None, False
-
-    async def _search(
-        self,
-        text: str,
-        scope: str,
-        query_vec: np.ndarray | None,
-        graph_ids: set[int],
-    ) -> tuple[list[int], list[int], dict[int, float]]:
-        """Lexical and semantic arms in one read: (lexical ids, nearest ids, similarities).
-
-        Similarities cover the nearest neighbours and, from their stored vectors, the lexical
-        and graph candidates too, so every candidate gets a SemanticSim.
-        """
-        k = self._settings.candidate_k
-        words = list(dict.fromkeys(t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1))
-        every = build_match(" ".join(words), operator="AND")
-        # OR over every word costs a bm25 per matching row; with frequent words that is most of
-        # the index. The longest words are the likeliest to be rare: keep those for the OR.
-        longest = sorted(words, key=lambda w: (-len(w), words.index(w)))[:_OR_TERMS]
-        some = build_match(" ".join(longest), operator="OR")
-
-        def run(conn: Any) -> tuple[list[int], list[int], dict[int, float]]:
-            lexical: list[int] = []
-            # AND first (precise and cheap), then OR to fill up (DESIGN §7).
-            for match in (every, some) if len(words) > 1 else (some,):
-                if match is None or len(lexical) >= k // 2:
-                    continue
-                hits = rules_sql.directive_lexical_search(conn, match, scope=scope, limit=k)
-                lexical += [item_id for item_id, _ in hits if item_id not in lexical]
-            lexical = lexical[:k]
-            similarity: dict[int, float] = {}
-            nearest: list[int] = []
-            if query_vec is not None:
-                for hit in item_sql.vector_search(
-                    conn, query_vec, scope=scope, kinds=[DIRECTIVE_KIND], k=k
-                ):
-                    similarity[hit.item_id] = 1.0 - hit.score
-                    nearest.append(hit.item_id)
-                missing = [i for i in set(lexical) | graph_ids if i not in similarity]
-                stored = rules_sql.fetch_vectors(conn, missing)
-                if stored:
-                    ids = list(stored)
-                    matrix = np.vstack([stored[i] for i in ids])
-                    for item_id, value in zip(ids, matrix @ query_vec, strict=True):
-                        similarity[item_id] = float(value)
-            return lexical, nearest, similarity
-
-        return await self._ctx.store.db.read(run)
 
     @staticmethod
     def _ranked(

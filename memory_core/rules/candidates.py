@@ -1,0 +1,132 @@
+"""Candidate directives for a task: graph expansion, the lexical arm and the semantic arm.
+
+Graph expansion needs no text match (rules authoritative for a detected topic, rules whose
+When to Apply matches, wildcard directives on a detected topic). The lexical (FTS5, AND first
+then a bounded OR) and semantic (sqlite-vec KNN) arms run in one read, which also computes
+SemanticSim for every other candidate from its stored vector.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memory_core.errors import EmbeddingError
+from memory_core.retrieval.fts import build_match
+from memory_core.rules.detection import STOPWORDS
+from memory_core.rules.dictionaries import tokenize
+from memory_core.rules.graph import DIRECTIVE_KIND
+from memory_core.rules.index import DirectiveIndex
+from memory_core.rules.scoring import QueryFeatures, when_to_apply_match
+from memory_core.storage.sqlite import items as item_sql
+from memory_core.storage.sqlite import rules as rules_sql
+
+__all__ = ["SEMANTIC_LOADING", "graph_candidates", "query_vector", "search_arms"]
+
+SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
+# Words of the task kept for the OR pass of the lexical arm.
+_OR_TERMS = 8
+
+
+def graph_candidates(
+    index: DirectiveIndex, topics: frozenset[str], features: QueryFeatures, *, limit: int
+) -> set[int]:
+    """Graph expansion (no text match needed): directives of rules authoritative for a
+    detected topic or whose When to Apply matches the task, and wildcard-layer directives
+    on a detected topic. Capped at ``rules.graph_limit``, strongest rules first, so a
+    broad topic cannot pull thousands of candidates into scoring."""
+    priority: dict[str, float] = {}
+    for topic in topics:
+        for rule_id in index.rules_by_authority.get(topic, ()):
+            priority[rule_id] = priority.get(rule_id, 0.0) + 1.0
+    checked: set[str] = set()
+    for stem_ in features.task_stems:
+        for rule_id in index.rules_by_condition_stem.get(stem_, ()):
+            if rule_id in checked:
+                continue
+            checked.add(rule_id)
+            score, _ = when_to_apply_match(
+                index.rules[rule_id].condition_terms, features.task_stems
+            )
+            if score >= 0.5:
+                priority[rule_id] = priority.get(rule_id, 0.0) + score
+    found: dict[int, None] = {}
+    for rule_id in sorted(priority, key=lambda r: (-priority[r], r)):
+        members = index.by_rule.get(rule_id, ())
+        if len(found) + len(members) > limit:
+            break
+        found.update(dict.fromkeys(members))
+    for topic in sorted(topics):
+        for item_id in index.by_topic.get(topic, ()):
+            if len(found) >= limit:
+                return set(found)
+            if index.directives[item_id].layer == "*":
+                found[item_id] = None
+    return set(found)
+
+
+async def query_vector(
+    embedder: Any, text: str, warnings: list[str]
+) -> tuple[np.ndarray | None, bool]:
+    """The task's embedding, or (None, False) with a warning when the model is not usable."""
+    if not embedder.is_ready():
+        # Never block a query on the model: rank without SemanticSim this time.
+        embedder.start_loading()
+        warnings.append(SEMANTIC_LOADING)
+        return None, False
+    try:
+        return await embedder.embed_query(text), True
+    except EmbeddingError as exc:
+        warnings.append(f"semantic ranking unavailable: {exc.message}; keyword matching used")
+        return None, False
+
+
+async def search_arms(
+    db: Any,
+    text: str,
+    scope: str,
+    query_vec: np.ndarray | None,
+    graph_ids: set[int],
+    *,
+    k: int,
+) -> tuple[list[int], list[int], dict[int, float]]:
+    """Lexical and semantic arms in one read: (lexical ids, nearest ids, similarities).
+
+    Similarities cover the nearest neighbours and, from their stored vectors, the lexical
+    and graph candidates too, so every candidate gets a SemanticSim.
+    """
+    words = list(dict.fromkeys(t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1))
+    every = build_match(" ".join(words), operator="AND")
+    # OR over every word costs a bm25 per matching row; with frequent words that is most of
+    # the index. The longest words are the likeliest to be rare: keep those for the OR.
+    longest = sorted(words, key=lambda w: (-len(w), words.index(w)))[:_OR_TERMS]
+    some = build_match(" ".join(longest), operator="OR")
+
+    def run(conn: Any) -> tuple[list[int], list[int], dict[int, float]]:
+        lexical: list[int] = []
+        # AND first (precise and cheap), then OR to fill up (DESIGN §7).
+        for match in (every, some) if len(words) > 1 else (some,):
+            if match is None or len(lexical) >= k // 2:
+                continue
+            hits = rules_sql.directive_lexical_search(conn, match, scope=scope, limit=k)
+            lexical += [item_id for item_id, _ in hits if item_id not in lexical]
+        lexical = lexical[:k]
+        similarity: dict[int, float] = {}
+        nearest: list[int] = []
+        if query_vec is not None:
+            for hit in item_sql.vector_search(
+                conn, query_vec, scope=scope, kinds=[DIRECTIVE_KIND], k=k
+            ):
+                similarity[hit.item_id] = 1.0 - hit.score
+                nearest.append(hit.item_id)
+            missing = [i for i in set(lexical) | graph_ids if i not in similarity]
+            stored = rules_sql.fetch_vectors(conn, missing)
+            if stored:
+                ids = list(stored)
+                matrix = np.vstack([stored[i] for i in ids])
+                for item_id, value in zip(ids, matrix @ query_vec, strict=True):
+                    similarity[item_id] = float(value)
+        return lexical, nearest, similarity
+
+    return await db.read(run)
