@@ -1,7 +1,7 @@
 """``RulesService``: the rules knowledge graph behind the CLI and the MCP tools.
 
 Upsert (Requirement 7) parses rule files, plans graph writes and embeds new directives, then
-writes each document in one transaction. Detection (Requirements 2, 6) and ranking
+writes documents atomically, in batches. Detection (Requirements 2, 6) and ranking
 (Requirements 3, 4, 5) read an in-memory index of the scope's directives that is rebuilt only
 when the graph version changes, so a query costs one lexical statement, one vector KNN and
 some dictionary work.
