@@ -14,12 +14,14 @@ from mcp_types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     ListResourcesResult,
+    NotificationParams,
     PaginatedRequestParams,
     SubscribeRequestParams,
     UnsubscribeRequestParams,
 )
 from mcp_types import Tool as MCPTool
 
+from server.mcp_app.calls import RootsCache
 from server.mcp_app.notify import subscriptions
 from server.mcp_app.prompts import register_prompts
 from server.mcp_app.resources import list_rule_resources, register_resources
@@ -116,6 +118,7 @@ class MemoirMCPServer(MCPServer[Any]):
     def __init__(self, runtime: MemoirRuntime, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.runtime = runtime
+        self.roots_cache = RootsCache()
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
@@ -174,5 +177,8 @@ def build_server(runtime: MemoirRuntime, *, version: str = "") -> MemoirMCPServe
     )
     lowlevel.add_request_handler(
         "resources/unsubscribe", UnsubscribeRequestParams, subscriptions.on_unsubscribe
+    )
+    lowlevel.add_notification_handler(
+        "notifications/roots/list_changed", NotificationParams, app.roots_cache.on_list_changed
     )
     return app

@@ -9,7 +9,9 @@ error string dressed as success.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +26,7 @@ from memory_core.errors import MemoirError
 from server.mcp_app.scoping import ScopeDecision, ScopeDefaults, decide_scope
 
 __all__ = [
+    "RootsCache",
     "client_key",
     "client_roots",
     "connection_of",
@@ -37,16 +40,55 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 
-def client_roots(ctx: Context) -> ListRoots | None:
-    """Resolver: ask the client for its roots when it declared the capability, else nothing.
+def client_roots(ctx: Context) -> ListRoots | ListRootsResult | None:
+    """Resolver: the client's roots when it declared the capability, else nothing.
 
-    The SDK sends ``roots/list`` (handshake-era sessions) or batches it into an
+    Answered from the server's :class:`RootsCache` when the connection's roots are known;
+    otherwise the SDK sends ``roots/list`` (handshake-era sessions) or batches it into an
     ``InputRequiredResult`` (2026-07-28 sessions) and injects the ``ListRootsResult``.
     """
     caps = ctx.client_capabilities
-    if caps is not None and caps.roots is not None:
-        return ListRoots()
-    return None
+    if caps is None or caps.roots is None:
+        return None
+    cache = getattr(ctx.mcp_server, "roots_cache", None)
+    cached = cache.get(ctx.session) if isinstance(cache, RootsCache) else None
+    return cached if cached is not None else ListRoots()
+
+
+class RootsCache:
+    """Each connection's roots, kept while the client promises to announce changes.
+
+    Only clients that declared ``roots.listChanged`` are cached (the others are asked on
+    every call); ``notifications/roots/list_changed`` drops the entry. Keyed weakly by the
+    connection object, so a closed connection's entry goes with it and a new connection can
+    never inherit another client's roots.
+    """
+
+    def __init__(self) -> None:
+        self._by_connection: weakref.WeakKeyDictionary[Any, ListRootsResult] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, session: object) -> ListRootsResult | None:
+        try:
+            return self._by_connection.get(connection_of(session))
+        except TypeError:  # not weak-referenceable: never cached
+            return None
+
+    def remember(self, ctx: Context, roots: ListRootsResult | None) -> None:
+        caps = ctx.client_capabilities
+        if roots is None or caps is None or caps.roots is None or not caps.roots.list_changed:
+            return
+        with contextlib.suppress(TypeError):
+            self._by_connection[connection_of(ctx.session)] = roots
+
+    def forget(self, session: object) -> None:
+        with contextlib.suppress(TypeError):
+            self._by_connection.pop(connection_of(session), None)
+
+    async def on_list_changed(self, ctx: Any, _params: Any) -> None:
+        """Handler of ``notifications/roots/list_changed``."""
+        self.forget(ctx.session)
 
 
 def root_uris(roots: ListRootsResult | None) -> list[str]:
@@ -58,7 +100,13 @@ async def roots_for_request(ctx: Context) -> list[str]:
     sessions only, where the server may send ``roots/list`` mid-request."""
     caps = ctx.client_capabilities
     session = ctx.session
-    if caps is None or caps.roots is None or not session.can_send_request:
+    if caps is None or caps.roots is None:
+        return []
+    cache = getattr(ctx.mcp_server, "roots_cache", None)
+    cached = cache.get(session) if isinstance(cache, RootsCache) else None
+    if cached is not None:
+        return root_uris(cached)
+    if not session.can_send_request:
         return []
     try:
         with warnings.catch_warnings():
@@ -68,6 +116,8 @@ async def roots_for_request(ctx: Context) -> list[str]:
     except (MCPError, TimeoutError) as exc:  # a client that fails roots/list only loses its scope
         log.info("roots/list failed; using the server's default scope", error=type(exc).__name__)
         return []
+    if isinstance(cache, RootsCache):
+        cache.remember(ctx, result)
     return root_uris(result)
 
 

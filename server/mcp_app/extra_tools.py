@@ -47,7 +47,7 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
         annotations=_READ,
     )
     async def list_rules(ctx: Context, roots: Roots) -> Annotated[CallToolResult, RuleList]:
-        decision = host.scope(roots)
+        decision = host.scope(roots, ctx)
 
         async def body(memoir: Any) -> CallToolResult:
             rules = await memoir.rules.list_rules(scope=decision.read_scope)
@@ -77,7 +77,7 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
     async def search(
         text: Annotated[str, Field(min_length=1)], ctx: Context, roots: Roots
     ) -> Annotated[CallToolResult, QueryOutput]:
-        decision = host.scope(roots)
+        decision = host.scope(roots, ctx)
 
         async def body(memoir: Any) -> CallToolResult:
             result = await memoir.documents.search(text, scope=decision.read_scope)

@@ -28,6 +28,7 @@ from memory_core.errors import InvalidInputError, MemoirError
 from server.logging_setup import sanitize
 from server.mcp_app import shaping
 from server.mcp_app.calls import (
+    RootsCache,
     client_key,
     client_roots,
     error_result,
@@ -96,7 +97,10 @@ class ToolHost:
     def __init__(self, runtime: MemoirRuntime) -> None:
         self.runtime = runtime
 
-    def scope(self, roots: ListRootsResult | None) -> ScopeDecision:
+    def scope(self, roots: ListRootsResult | None, ctx: Context) -> ScopeDecision:
+        cache = getattr(ctx.mcp_server, "roots_cache", None)
+        if isinstance(cache, RootsCache):
+            cache.remember(ctx, roots)
         return scope_for(root_uris(roots), self.runtime.scope_defaults)
 
     async def run(
@@ -164,7 +168,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         mode_slug: str | None = None,
         include_breadcrumbs: Annotated[bool, Field(description="Add source sections.")] = False,
     ) -> Annotated[CallToolResult, QueryDirectivesOutput]:
-        decision = host.scope(roots)
+        decision = host.scope(roots, ctx)
         log.info("query_directives", task=sanitize(task), scope_source=decision.source)
 
         async def body(memoir: Any) -> CallToolResult:
@@ -205,7 +209,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         roots: Roots,
         return_keywords: Annotated[bool, Field(description="Also return keywords.")] = False,
     ) -> Annotated[CallToolResult, DetectContextOutput]:
-        decision = host.scope(roots)
+        decision = host.scope(roots, ctx)
 
         async def body(memoir: Any) -> CallToolResult:
             detected = await memoir.rules.detect_context(
@@ -234,7 +238,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
             ),
         ] = None,
     ) -> Annotated[CallToolResult, UpsertOutput]:
-        decision = host.scope(roots)
+        decision = host.scope(roots, ctx)
 
         async def body(memoir: Any) -> CallToolResult:
             scope = require_write_scope(decision)
@@ -267,7 +271,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         roots: Roots,
         source: str | None = None,
     ) -> Annotated[CallToolResult, IngestOutput]:
-        decision = host.scope(roots)
+        decision = host.scope(roots, ctx)
 
         async def body(memoir: Any) -> CallToolResult:
             scope = require_write_scope(decision)
@@ -291,7 +295,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         max_token_budget: Annotated[int | None, Field(ge=50, le=32000)] = None,
         strategy: Literal["one_shot", "wide_branch", "zoom_in", "branch_out"] | None = None,
     ) -> Annotated[CallToolResult, QueryOutput]:
-        decision = host.scope(roots)
+        decision = host.scope(roots, ctx)
 
         async def body(memoir: Any) -> CallToolResult:
             if _has_hierarchy():

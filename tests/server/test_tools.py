@@ -11,12 +11,15 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_testkit import ServerUnderTest, make_project
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, ListRootsResult, Root
 
 from memory_core.errors import EmptyKnowledgeGraphError
 from server.mcp_app.tools import DEFAULT_TOOLS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore:The roots capability is deprecated"),
+]
 
 
 async def _schemas(client: Client) -> dict[str, dict[str, Any]]:
@@ -267,3 +270,28 @@ async def test_an_unknown_tool_is_a_protocol_error_not_a_tool_result(sut: Server
             await client.call_tool("memory.rules.query_directives", {"task": "x"})
     assert caught.value.error.code == INVALID_PARAMS
     assert "query_directives" in str(caught.value.error.data)
+
+
+async def test_roots_are_asked_once_per_connection_until_the_client_announces_a_change(
+    sut: ServerUnderTest, tmp_path: Path
+) -> None:
+    alpha = make_project(tmp_path / "alpha", rules=("api-design.md",))
+    beta = tmp_path / "beta"
+    beta.mkdir()
+    current = [alpha]
+    asked: list[Path] = []
+
+    async def list_roots(_ctx: Any) -> ListRootsResult:
+        asked.append(current[0])
+        return ListRootsResult(roots=[Root(uri=current[0].as_uri())])
+
+    async with sut.client(list_roots_callback=list_roots) as client:
+        await client.call_tool("upsert_markdown", {"paths": ["rules"]})
+        in_alpha = await client.call_tool("query_directives", {"task": "design a REST API"})
+        await client.call_tool("detect_context", {"task": "add a form"})
+        current[0] = beta
+        await client.send_roots_list_changed()
+        in_beta = await client.call_tool("query_directives", {"task": "design a REST API"})
+    assert asked == [alpha, beta]
+    assert not in_alpha.is_error
+    assert in_beta.is_error and "Knowledge graph is empty" in in_beta.content[0].text
