@@ -135,6 +135,11 @@ class Memoir:
         return cls(CoreContext(settings, store, embedder, tokens, resolved))
 
     async def close(self) -> None:
+        # Feature services that hold their own connections (the hierarchy on PostgreSQL/MySQL)
+        # are closed first; a service that was never used was never created.
+        hierarchy = self.__dict__.get("hierarchy")
+        if hierarchy is not None and hasattr(hierarchy, "close"):
+            await hierarchy.close()
         if self._ctx.store is not None:
             await self._ctx.store.close()
 

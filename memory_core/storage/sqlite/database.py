@@ -76,11 +76,22 @@ def translate_error(exc: BaseException, path: Path | None) -> MemoirError:
 
 
 def _create_private_file(path: Path) -> None:
-    """Create the store file with mode 0600 before SQLite touches it (WAL files inherit it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
+    """Create the store file with mode 0600 before SQLite touches it (WAL files inherit it).
+
+    Raises:
+        DatabaseUnavailableError: the folder cannot be created or written.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.close(fd)
+    except OSError as exc:
+        raise DatabaseUnavailableError(
+            f"cannot create the database file {path}: {exc.strerror or exc}",
+            hint="choose a --db path whose folder can be created and written by this user "
+            "(a file may be standing where a folder is needed)",
+        ) from exc
 
 
 class SqliteDatabase:
@@ -145,13 +156,28 @@ class SqliteDatabase:
                     hint=f"create it with `memoir init {self.path.parent}` or pass --db",
                 )
             _create_private_file(self.path)
+        if self.path:
+            # Probe once in a plain thread: a corrupt or foreign file fails here, cleanly, rather
+            # than inside aiosqlite's worker (which then outlives the event loop).
+            try:
+                await anyio.to_thread.run_sync(lambda: self._connect_sync().close())
+            except MemoirError:
+                raise
+            except Exception as exc:
+                raise translate_error(exc, self.path) from exc
         self._writer = await self._open_connection()
-        # An in-memory database is private to its connection, so it gets no second one.
-        self._reader = await self._open_connection() if self.path else self._writer
-        if migrate:
-            self.migrations_applied = await self.write(self._migrate)
-            if self.migrations_applied:
-                log.info("schema migrated", path=str(self.path), applied=self.migrations_applied)
+        try:
+            # An in-memory database is private to its connection, so it gets no second one.
+            self._reader = await self._open_connection() if self.path else self._writer
+            if migrate:
+                self.migrations_applied = await self.write(self._migrate)
+                if self.migrations_applied:
+                    log.info(
+                        "schema migrated", path=str(self.path), applied=self.migrations_applied
+                    )
+        except BaseException:
+            await self.close()  # never leave a connection thread behind a failed open
+            raise
         return self
 
     def _migrate(self, conn: Any) -> list[str]:

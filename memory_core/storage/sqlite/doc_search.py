@@ -26,8 +26,9 @@ __all__ = [
     "vector_arm",
 ]
 
-# Beyond this many filter matches, exact scoring costs more than a full KNN over-fetch.
-EXACT_VECTOR_LIMIT = 50_000
+# Beyond this many filter matches, exact scoring (vec0 point lookups, ~0.2 ms each) costs more
+# than the widest KNN over-fetch.
+EXACT_VECTOR_LIMIT = 2_000
 _KNN_MAX = 4096
 
 FilterSql = tuple[str, list[Any]] | None
@@ -49,13 +50,70 @@ def _is_fts_syntax_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "OperationalError" and ("fts5" in text or "syntax" in text)
 
 
+def _scope_clause(scope: str | None, kinds: Sequence[str]) -> tuple[str, list[Any]]:
+    clauses, args = ["item.deleted = 0"], []
+    if scope is not None:
+        clauses.append("item.scope = ?")
+        args.append(scope)
+    if kinds:
+        clauses.append(f"item.kind IN ({','.join('?' * len(kinds))})")
+        args.extend(kinds)
+    return " AND ".join(clauses), args
+
+
+def _keep(
+    conn: Any, ids: list[int], scope: str | None, kinds: Sequence[str], flt: FilterSql
+) -> set[int]:
+    where, args = _scope_clause(scope, kinds)
+    extra, extra_args = flt if flt else ("1", [])
+    keep: set[int] = set()
+    for start in range(0, len(ids), 500):
+        batch = ids[start : start + 500]
+        marks = ",".join("?" * len(batch))
+        keep.update(
+            int(r[0])
+            for r in conn.execute(
+                "SELECT item.item_id FROM item LEFT JOIN resource "
+                "ON resource.resource_id = item.resource_id "
+                f"WHERE item.item_id IN ({marks}) AND {where} AND ({extra})",
+                [*batch, *args, *extra_args],
+            )
+        )
+    return keep
+
+
 def _run_lexical(
     conn: Any, match: str, scope: str | None, kinds: Sequence[str], limit: int, flt: FilterSql
 ) -> list[ScoredId]:
-    where, params = flt if flt else ("", [])
-    return item_sql.lexical_search(
-        conn, match, scope=scope, kinds=kinds, limit=limit, extra_where=where, extra_params=params
-    )
+    """bm25 top ``limit`` among the items that pass scope, kind and filter.
+
+    FTS5 ranks on its own first (fast: one pass over the posting lists, no row lookups) and
+    the top rows are checked against scope, kind and filter; when too few survive the window
+    grows, and past a point one statement driven by the FTS index (CROSS JOIN keeps SQLite
+    from scanning ``item`` and probing FTS per row, which costs seconds) ranks every match.
+    """
+    window = max(limit * 2, 64)
+    for _ in range(4):
+        rows = conn.execute(
+            "SELECT rowid, bm25(item_fts) AS r FROM item_fts WHERE item_fts MATCH ? "
+            "ORDER BY r, rowid LIMIT ?",
+            (match, window),
+        ).fetchall()
+        keep = _keep(conn, [int(r[0]) for r in rows], scope, kinds, flt)
+        hits = [ScoredId(int(r[0]), float(r[1])) for r in rows if int(r[0]) in keep]
+        if len(hits) >= limit or len(rows) < window:
+            return hits[:limit]
+        window *= 8
+    where, args = _scope_clause(scope, kinds)
+    extra, extra_args = flt if flt else ("1", [])
+    rows = conn.execute(
+        "SELECT item.item_id, bm25(item_fts) AS r FROM item_fts "
+        "CROSS JOIN item ON item.item_id = item_fts.rowid "
+        "LEFT JOIN resource ON resource.resource_id = item.resource_id "
+        f"WHERE item_fts MATCH ? AND {where} AND ({extra}) ORDER BY r, item.item_id LIMIT ?",
+        (match, *args, *extra_args, limit),
+    ).fetchall()
+    return [ScoredId(int(r[0]), float(r[1])) for r in rows]
 
 
 def lexical_arm(

@@ -24,6 +24,7 @@ from memory_core.documents.records import (
 )
 from memory_core.models import NewItem, utc_now
 from memory_core.storage.sqlite import items as item_sql
+from memory_core.storage.sqlite.doc_vectors import bump_generation
 
 __all__ = [
     "chunks_by_ids",
@@ -160,6 +161,7 @@ def replace_document(
     resource_id = int(cursor.lastrowid)
     bound = [replace(c, resource_id=resource_id) for c in chunks]
     item_sql.insert_items(conn, bound, vectors)
+    bump_generation(conn)
     return resource_id, removed
 
 
@@ -209,6 +211,8 @@ def tombstone_documents(conn: Any, scope: str, resource_ids: Sequence[int]) -> l
             ),
         )
         removed.append(str(row[0]))
+    if removed:
+        bump_generation(conn)
     return removed
 
 
@@ -224,6 +228,8 @@ def purge_tombstones(conn: Any, scope: str | None = None) -> dict[str, int]:
     ]
     for resource_id in ids:  # normally none left; a crash-era leftover must not block the delete
         item_sql.delete_items(conn, _chunk_item_ids(conn, resource_id))
+    if ids:
+        bump_generation(conn)
     conn.executemany("DELETE FROM resource WHERE resource_id = ?", [(i,) for i in ids])
     before = conn.total_changes
     conn.execute(

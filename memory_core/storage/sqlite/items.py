@@ -312,8 +312,9 @@ def vector_search(
         where.append(f"kind IN ({','.join('?' * len(kinds))})")
         params.extend(kinds)
     rows = conn.execute(
-        f"SELECT item_id, distance FROM {VEC_TABLE} WHERE {' AND '.join(where)} "
-        "ORDER BY distance, item_id",
+        f"SELECT item_id, distance FROM {VEC_TABLE} WHERE {' AND '.join(where)} ORDER BY distance",
         params,
     ).fetchall()
+    # vec0 allows only ORDER BY distance; ties are broken by id here so results are stable.
+    rows.sort(key=lambda r: (r[1], r[0]))
     return [ScoredId(int(r[0]), float(r[1])) for r in rows]
