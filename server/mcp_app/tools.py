@@ -11,7 +11,6 @@ Descriptions are written for the model that calls them.
 
 # No `from __future__ import annotations`: the SDK reads these signatures at registration.
 
-import functools
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from pydantic import Field
 
 from memory_core.errors import InvalidInputError, MemoirError
 from server.logging_setup import sanitize
-from server.mcp_app import shaping
+from server.mcp_app import engines, shaping
 from server.mcp_app.calls import (
     RootsCache,
     client_key,
@@ -275,14 +274,14 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
 
         async def body(memoir: Any) -> CallToolResult:
             scope = require_write_scope(decision)
-            if _has_hierarchy():
+            if engines.has_hierarchy():
                 result = await memoir.hierarchy.ingest_text(
-                    text, scope=scope, source=source, model=_sampling_model(ctx, settings)
+                    text, scope=scope, source=source, model=engines.sampling_model(ctx, settings)
                 )
                 _raise_if_failed(result, f"{len(result.chunks)} chunk(s) were stored before it")
                 out = shaping.ingest_output_from_hierarchy(result)
             else:
-                out = await _ingest_documents(memoir, text, scope=scope, source=source)
+                out = await engines.ingest_documents(memoir, text, scope=scope, source=source)
             return ok_result(out, shaping.ingest_text(out))
 
         return await host.run(ctx, "ingest", body, writes=True)
@@ -298,18 +297,18 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         decision = host.scope(roots, ctx)
 
         async def body(memoir: Any) -> CallToolResult:
-            if _has_hierarchy():
+            if engines.has_hierarchy():
                 result = await memoir.hierarchy.query(
                     question,
                     scope=decision.read_scope,
                     strategy=strategy,
                     max_token_budget=max_token_budget,
-                    model=_sampling_model(ctx, settings),
+                    model=engines.sampling_model(ctx, settings),
                 )
                 _raise_if_failed(result, "no answer was produced")
                 out = shaping.query_output_from_hierarchy(result)
             else:
-                out = await _query_documents(memoir, question, scope=decision.read_scope)
+                out = await engines.query_documents(memoir, question, scope=decision.read_scope)
             out.warnings.extend(_scope_warnings(decision))
             return ok_result(out, shaping.query_text(out))
 
@@ -350,58 +349,3 @@ def _scope_warnings(decision: ScopeDecision) -> list[str]:
             "server with --workspace to use a project's rules"
         ]
     return []
-
-
-@functools.cache
-def _has_hierarchy() -> bool:
-    # The category-hierarchy core (issue 6) may not be in this build; until it is, ingest and
-    # query use the documents engine (issue 3) so the tools still work.
-    import importlib.util
-
-    return importlib.util.find_spec("memory_core.hierarchy.service") is not None
-
-
-@functools.cache
-def _has_documents() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("memory_core.documents.service") is not None
-
-
-def _not_available(what: str) -> MemoirError:
-    return MemoirError(
-        f"{what} is not available in this build of memoir",
-        hint="upgrade memoir; rules tools (query_directives, upsert_markdown) still work",
-    )
-
-
-async def _ingest_documents(
-    memoir: Any, text: str, *, scope: str, source: str | None
-) -> IngestOutput:
-    if not _has_documents():
-        raise _not_available("ingest (knowledge store)")
-    from memory_core.models import content_hash
-
-    # The documents engine files text under a virtual path; the content hash keeps it stable.
-    path = f"mcp/{content_hash(text)[:16]}.md"
-    result = await memoir.documents.add_text(text, path=path, scope=scope, source=source)
-    return shaping.ingest_output_from_documents(result)
-
-
-async def _query_documents(memoir: Any, question: str, *, scope: str) -> QueryOutput:
-    if not _has_documents():
-        raise _not_available("query (knowledge store)")
-    result = await memoir.documents.search(question, scope=scope)
-    return shaping.query_output_from_documents(result)
-
-
-def _sampling_model(ctx: Context, settings: Any) -> Any:
-    """The client's own LLM through MCP sampling, when it offers it and the settings allow it."""
-    if not settings.llm.use_mcp_sampling:
-        return None
-    caps = ctx.client_capabilities
-    if caps is None or caps.sampling is None or not ctx.session.can_send_request:
-        return None
-    from pydantic_ai.models.mcp_sampling import MCPSamplingModel
-
-    return MCPSamplingModel(session=ctx.session)
