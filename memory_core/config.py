@@ -78,6 +78,11 @@ class SearchSettings(_Section):
     vector_weight: float = Field(0.5, ge=0)
     max_limit: int = Field(50, ge=1, le=10_000)
     default_k: int = Field(10, ge=1, le=10_000)
+    # A long-lived process keeps each scope's vectors as a numpy matrix (sqlite-vec's brute
+    # force is ~10x slower); small stores and one-shot CLI calls just use vec0.
+    vector_cache: bool = True
+    vector_cache_min_items: int = Field(20_000, ge=0)
+    vector_cache_max_items: int = Field(1_000_000, ge=0)
 
 
 class RulesSettings(_Section):

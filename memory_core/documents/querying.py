@@ -155,7 +155,7 @@ async def _ranked(
 ) -> tuple[list[tuple[Hit, ChunkRecord]], SearchOutcome]:
     # Every candidate of the arms is ranked here (the spec's tie-breaks need the documents),
     # and a fixed minimum pool keeps pages of one query consistent with each other.
-    depth = min(4096, max(200, 2 * k))
+    depth = min(4096, max(100, 2 * k))
     outcome = await search(
         ctx,
         query,

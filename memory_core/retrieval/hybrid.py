@@ -20,7 +20,9 @@ from memory_core.errors import InvalidInputError
 from memory_core.models import ScoredId
 from memory_core.retrieval.fusion import FusedHit, fuse
 from memory_core.retrieval.rewrite import rewrite_query, sanitised_literal
+from memory_core.retrieval.vector_cache import top_k, vector_cache_for
 from memory_core.storage.sqlite.doc_search import LexicalOutcome, lexical_arm, vector_arm
+from memory_core.storage.sqlite.doc_vectors import matching_item_ids
 
 if TYPE_CHECKING:
     from memory_core.service import CoreContext
@@ -181,10 +183,24 @@ async def search(
         vector: np.ndarray = await ctx.embedder.embed_query(semantic_text)
         t1 = time.perf_counter()
         outcome.took_ms["embed"] = round((t1 - t0) * 1000, 3)
-        result = await db.read(
-            lambda conn: vector_arm(conn, vector, scope=scope, kinds=kinds, k=depth, flt=filter_sql)
-        )
-        vec_result.append(result)
+        cache = vector_cache_for(ctx)
+        entry = await cache.lookup(ctx, scope, kinds) if cache is not None else None
+        if entry is not None:
+            allowed = None
+            if filter_sql is not None:
+                where, params = filter_sql
+                allowed = await db.read(
+                    lambda conn: matching_item_ids(conn, scope, kinds, where, params)
+                )
+            hits = top_k(entry, vector, depth, allowed)
+            vec_result.append((hits, "cache+filter" if filter_sql else "cache"))
+        else:
+            result = await db.read(
+                lambda conn: vector_arm(
+                    conn, vector, scope=scope, kinds=kinds, k=depth, flt=filter_sql
+                )
+            )
+            vec_result.append(result)
         outcome.took_ms["semantic"] = round((time.perf_counter() - t1) * 1000, 3)
 
     async with anyio.create_task_group() as group:

@@ -87,33 +87,26 @@ def _run_lexical(
 ) -> list[ScoredId]:
     """bm25 top ``limit`` among the items that pass scope, kind and filter.
 
-    FTS5 ranks on its own first (fast: one pass over the posting lists, no row lookups) and
-    the top rows are checked against scope, kind and filter; when too few survive the window
-    grows, and past a point one statement driven by the FTS index (CROSS JOIN keeps SQLite
-    from scanning ``item`` and probing FTS per row, which costs seconds) ranks every match.
+    FTS5 ranks on its own (one pass over the posting lists, no row lookups), and the ranked
+    rows are checked against scope, kind and filter in batches until ``limit`` pass. Joining
+    ``item`` into the MATCH statement instead lets SQLite scan ``item`` and probe FTS per row,
+    which costs seconds at 10k items.
     """
-    window = max(limit * 2, 64)
-    for _ in range(4):
-        rows = conn.execute(
-            "SELECT rowid, bm25(item_fts) AS r FROM item_fts WHERE item_fts MATCH ? "
-            "ORDER BY r, rowid LIMIT ?",
-            (match, window),
-        ).fetchall()
+    cursor = conn.execute(
+        "SELECT rowid, bm25(item_fts) AS r FROM item_fts WHERE item_fts MATCH ? ORDER BY r, rowid",
+        (match,),
+    )
+    hits: list[ScoredId] = []
+    batch = max(limit * 2, 64)
+    while len(hits) < limit:
+        rows = cursor.fetchmany(batch)
+        if not rows:
+            break
         keep = _keep(conn, [int(r[0]) for r in rows], scope, kinds, flt)
-        hits = [ScoredId(int(r[0]), float(r[1])) for r in rows if int(r[0]) in keep]
-        if len(hits) >= limit or len(rows) < window:
-            return hits[:limit]
-        window *= 8
-    where, args = _scope_clause(scope, kinds)
-    extra, extra_args = flt if flt else ("1", [])
-    rows = conn.execute(
-        "SELECT item.item_id, bm25(item_fts) AS r FROM item_fts "
-        "CROSS JOIN item ON item.item_id = item_fts.rowid "
-        "LEFT JOIN resource ON resource.resource_id = item.resource_id "
-        f"WHERE item_fts MATCH ? AND {where} AND ({extra}) ORDER BY r, item.item_id LIMIT ?",
-        (match, *args, *extra_args, limit),
-    ).fetchall()
-    return [ScoredId(int(r[0]), float(r[1])) for r in rows]
+        hits.extend(ScoredId(int(r[0]), float(r[1])) for r in rows if int(r[0]) in keep)
+        batch = min(batch * 4, 4096)
+    cursor.close()
+    return hits[:limit]
 
 
 def lexical_arm(

@@ -90,10 +90,19 @@ def matching_item_ids(
     if kinds:
         clauses.append(f"item.kind IN ({','.join('?' * len(kinds))})")
         args.extend(kinds)
-    rows = conn.execute(
-        "SELECT item.item_id FROM item LEFT JOIN resource "
-        "ON resource.resource_id = item.resource_id "
-        f"WHERE {' AND '.join(clauses)} AND ({where}) ORDER BY item.item_id",
-        [*args, *params],
-    ).fetchall()
+    if "item." not in where:
+        # A filter over document fields only: evaluate it once per document, not per chunk.
+        rows = conn.execute(
+            "SELECT item.item_id FROM resource CROSS JOIN item "
+            "ON item.resource_id = resource.resource_id "
+            f"WHERE ({where}) AND {' AND '.join(clauses)} ORDER BY item.item_id",
+            [*params, *args],
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT item.item_id FROM item LEFT JOIN resource "
+            "ON resource.resource_id = item.resource_id "
+            f"WHERE {' AND '.join(clauses)} AND ({where}) ORDER BY item.item_id",
+            [*args, *params],
+        ).fetchall()
     return np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
