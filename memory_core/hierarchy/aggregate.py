@@ -29,10 +29,12 @@ from memory_core.tokens import TokenCounter
 __all__ = [
     "Candidate",
     "Collected",
+    "Part",
     "collect_for_summary",
     "collect_within_budget",
     "part_count",
     "split_parts",
+    "split_parts_with_sources",
 ]
 
 log = structlog.get_logger(__name__)
@@ -164,36 +166,56 @@ def _pieces(text: str, limit: int, tokens: TokenCounter) -> list[str]:
     return pieces
 
 
-def split_parts(texts: Sequence[str], parts: int, tokens: TokenCounter) -> list[str]:
+@dataclass(frozen=True)
+class Part:
+    """One contiguous part of the aggregate and the indices of the chunks it holds text of."""
+
+    text: str
+    sources: tuple[int, ...]
+
+
+def split_parts_with_sources(texts: Sequence[str], parts: int, tokens: TokenCounter) -> list[Part]:
     """The aggregate of ``texts`` cut into ``parts`` contiguous parts of about equal tokens.
 
     Chunk boundaries are used when there are enough chunks; a chunk larger than one part is
     cut at sentence ends (hard cut as a last resort). Fewer parts come back only when the text
-    cannot be cut that finely.
+    cannot be cut that finely. Each part says which chunks (indices into ``texts``) it covers,
+    so a summary of it can be cited by those chunks.
     """
+    if not texts:
+        return []
     if parts <= 1:
-        return ["\n\n".join(texts)] if texts else []
+        return [Part("\n\n".join(texts), tuple(range(len(texts))))]
     counts = [tokens.count(t) for t in texts]
     size = max(1, math.ceil(sum(counts) / parts))
-    units: list[tuple[str, int]] = []
-    for text, count in zip(texts, counts, strict=True):
+    units: list[tuple[str, int, int]] = []  # (text, tokens, source index)
+    for index, (text, count) in enumerate(zip(texts, counts, strict=True)):
         if count <= size:
-            units.append((text, count))
+            units.append((text, count, index))
         else:
-            units.extend((p, tokens.count(p)) for p in _pieces(text, size, tokens))
-    total = sum(c for _, c in units)
-    out: list[list[str]] = [[]]
+            units.extend((p, tokens.count(p), index) for p in _pieces(text, size, tokens))
+    total = sum(u[1] for u in units)
+    groups: list[list[tuple[str, int, int]]] = [[]]
     cumulative = 0
-    for index, (text, count) in enumerate(units):
-        out[-1].append(text)
-        cumulative += count
-        remaining_units = len(units) - index - 1
-        remaining_parts = parts - len(out)
-        boundary = total * len(out) / parts
+    for position, unit in enumerate(units):
+        groups[-1].append(unit)
+        cumulative += unit[1]
+        remaining_units = len(units) - position - 1
+        remaining_parts = parts - len(groups)
+        boundary = total * len(groups) / parts
         if (
             remaining_parts > 0
             and remaining_units > 0
             and (cumulative >= boundary or remaining_units <= remaining_parts)
         ):
-            out.append([])
-    return ["\n\n".join(group) for group in out if group]
+            groups.append([])
+    return [
+        Part("\n\n".join(u[0] for u in group), tuple(dict.fromkeys(u[2] for u in group)))
+        for group in groups
+        if group
+    ]
+
+
+def split_parts(texts: Sequence[str], parts: int, tokens: TokenCounter) -> list[str]:
+    """The texts of :func:`split_parts_with_sources`."""
+    return [part.text for part in split_parts_with_sources(texts, parts, tokens)]

@@ -20,7 +20,7 @@ from memory_core.hierarchy.aggregate import (
     collect_for_summary,
     collect_within_budget,
     part_count,
-    split_parts,
+    split_parts_with_sources,
 )
 from memory_core.hierarchy.results import Citation, ErrorInfo, QueryResult, UsedChunk
 from memory_core.hierarchy.store import HierarchyStore
@@ -59,11 +59,20 @@ async def _summaries(
     question: str,
     collected: Collected,
     budget: int,
-) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    """M contiguous parts, each summarised to at most floor(budget / M) tokens."""
+) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, list[str]]]:
+    """M contiguous parts, each summarised to at most floor(budget / M) tokens.
+
+    Returns the summaries as passages, the run-log figures, and for each summary id the chunk
+    ids it condensed (so a cited summary cites its chunks).
+    """
     parts_wanted = part_count(collected.total_tokens, budget)
     texts = [c.chunk.text for c in collected.candidates]
-    parts = split_parts(texts, parts_wanted, tokens)
+    split = split_parts_with_sources(texts, parts_wanted, tokens)
+    parts = [p.text for p in split]
+    sources = {
+        f"summary-{n}": [collected.candidates[i].chunk.uid for i in p.sources]
+        for n, p in enumerate(split, start=1)
+    }
     target = max(1, budget // len(parts))
     passages: list[dict[str, str]] = []
     part_tokens: list[int] = []
@@ -91,7 +100,7 @@ async def _summaries(
         "summary_tokens": summary_tokens,
         "summaries_truncated": truncated,
     }
-    return passages, info
+    return passages, info, sources
 
 
 def _error(result: QueryResult, code: str, message: str, hint: str) -> QueryResult:
@@ -245,8 +254,9 @@ async def _answer(
     summary_info: dict[str, Any],
 ) -> None:
     by_uid = {c.chunk_id: c for c in result.used_chunks}
+    condensed: dict[str, list[str]] = {}
     if summarize and collected.total_tokens > budget:
-        passages, info = await _summaries(agents, tokens, question, collected, budget)
+        passages, info, condensed = await _summaries(agents, tokens, question, collected, budget)
         summary_info.update(info)
         result.summarized = True
         result.parts = info["parts"]
@@ -257,8 +267,11 @@ async def _answer(
         ]
     outcome = await agents.answer(question=question, passages=passages)
     result.answer = outcome.output.answer
-    cited = [by_uid[c] for c in outcome.output.cited_chunk_ids if c in by_uid]
-    # Summaries are cited as parts; each stands for all the chunks it condensed.
+    # A cited summary stands for the chunks it condensed.
+    cited_ids = [
+        uid for cited in outcome.output.cited_chunk_ids for uid in condensed.get(cited, [cited])
+    ]
+    cited = [by_uid[c] for c in dict.fromkeys(cited_ids) if c in by_uid]
     if not cited:
         cited = list(result.used_chunks)
     result.citations = [Citation(chunk_id=c.chunk_id, category_path=c.category_path) for c in cited]

@@ -367,3 +367,33 @@ def test_the_sync_api_ingests_and_queries(tmp_path: Path) -> None:
         tree = memoir.hierarchy.categories(scope="s")
     assert ingested.ok and answered.ok and tree.total == 3
     assert "lamp" in (answered.answer or "")
+
+
+async def test_a_cited_summary_cites_the_chunks_it_condensed(memoir: Memoir) -> None:
+    await build_tree(memoir, Script(classify=by_label), tops=3, per_leaf=3)
+
+    def cite_second(context: dict[str, Any]) -> dict[str, Any]:
+        return {"answer": "from part two", "cited_chunk_ids": ["summary-2"]}
+
+    script = Script(
+        select=pick_first, summarise=lambda c: {"summary": c["text"][:50]}, answer=cite_second
+    )
+    full = await memoir.query(
+        "q", scope="s", strategy="wide_branch", max_token_budget=100_000, model=script.model
+    )
+    budget = full.candidate_tokens // 3 + 1
+    result = await memoir.query(
+        "q",
+        scope="s",
+        strategy="wide_branch",
+        max_token_budget=budget,
+        summarize=True,
+        model=script.model,
+    )
+    assert result.summarized and result.parts == 3
+    cited = [c.chunk_id for c in result.citations]
+    # Part two of three covers the middle of the ordered chunks, not all of them.
+    assert cited and set(cited) < {c.chunk_id for c in result.used_chunks}
+    assert cited == [c.chunk_id for c in result.used_chunks if c.chunk_id in cited]
+    assert result.used_chunks[0].chunk_id not in cited
+    assert result.used_chunks[-1].chunk_id not in cited
