@@ -4,9 +4,9 @@ Candidates are read leaf by leaf in the traversal's deterministic order, and wit
 (created_at, chunk uid) order with keyset pagination, deduplicated by chunk id and by content
 hash. Nothing is ranked or filtered by meaning here.
 
-- :func:`collect_within_budget` (no summarising): reads chunk by chunk and stops at the first
-  chunk that would push the total over the budget; page sizes follow the remaining budget, so
-  reads stop at (or within a row or two of) the boundary. Leaves never queried are returned as
+- :func:`collect_within_budget` (no summarising): reads chunk by chunk (one row per keyset
+  read) and stops at the first chunk that would push the total over the budget, so the last row
+  pulled from the database is the one that did not fit. Leaves never queried are returned as
   dropped paths.
 - :func:`collect_for_summary`: reads every candidate up to a bound of ``max_parts`` budgets
   (every read is bounded); :func:`split_parts` then cuts the aggregate into M contiguous parts.
@@ -73,9 +73,18 @@ def _page_size(remaining: int, tokens_seen: int, rows_seen: int) -> int:
 
 
 async def collect_within_budget(
-    store: HierarchyStore, scope: str, paths: Sequence[SelectedPath], budget: int
+    store: HierarchyStore,
+    scope: str,
+    paths: Sequence[SelectedPath],
+    budget: int,
+    *,
+    exact: bool = True,
 ) -> Collected:
     """Stream candidates in order until the next one would exceed ``budget`` tokens.
+
+    With ``exact`` (the budget mode), chunks are pulled one row at a time, so the last row read
+    is the one that did not fit: no chunk past the boundary leaves the database. Otherwise
+    pages follow the remaining budget (fewer round trips, a row or two read past it).
 
     Raises:
         BudgetError: ``budget`` is below 1.
@@ -89,7 +98,9 @@ async def collect_within_budget(
         after: tuple[str, str] | None = None
         path_rows = 0
         while True:
-            limit = _page_size(budget - out.total_tokens, tokens_seen, out.rows_read)
+            limit = (
+                1 if exact else _page_size(budget - out.total_tokens, tokens_seen, out.rows_read)
+            )
             page = await store.chunks_in_category(
                 scope, path.leaf.category_id, after=after, limit=limit
             )
@@ -133,7 +144,7 @@ async def collect_for_summary(
     """
     _check_budget(budget)
     bound = budget * max_parts
-    out = await collect_within_budget(store, scope, paths, bound)
+    out = await collect_within_budget(store, scope, paths, bound, exact=False)
     if out.stopped_at is not None:
         log.warning("candidates exceed the summarising bound", bound=bound, parts=max_parts)
     return out

@@ -171,7 +171,7 @@ async def test_budget_stops_reading_exactly_at_the_boundary(memoir: Memoir) -> N
     assert limited.dropped_paths == [everything.explored_paths[2]]
     run = (await memoir.hierarchy.runs(scope="s", limit=1))[0]["payload"]
     assert run["stopped_at"] == ordered[4].chunk_id
-    assert run["rows_read"] <= 6  # the 5 rows up to the boundary, at most one more
+    assert run["rows_read"] == 5  # the 4 rows used and the one that did not fit: no more
     assert run["dropped_paths"] == limited.dropped_paths
     assert not run["summarized"]
 
