@@ -240,6 +240,19 @@ async def run_query(
             "models": {s: m.record() for s, m in agents.models.items()},
         },
     )
+    log.info(
+        "hierarchy query",
+        run_id=result.run_id,
+        status=result.status,
+        strategy=chosen,
+        candidate_tokens=collected.total_tokens,
+        budget=budget,
+        summarized=result.summarized,
+        parts=result.parts,
+        dropped_paths=len(result.dropped_paths),
+        latency_s=result.total_latency,
+        models={s: m.record() for s, m in agents.models.items()},
+    )
     return result
 
 
