@@ -140,9 +140,11 @@ class RulesService:
         roots = self._roots(allowed_roots)
         cwd = self._cwd
         loaded = await anyio.to_thread.run_sync(lambda: read_rule_files(paths, roots, cwd=cwd))
-        return await ingest_loaded(
+        report = await ingest_loaded(
             self._ctx, loaded, scope=scope, overwrite=overwrite, started=started
         )
+        await self._refresh_after_write(scope, report)
+        return report
 
     async def upsert_text(
         self, text: str, *, path: str, scope: str, overwrite: bool = False
@@ -168,9 +170,17 @@ class RulesService:
                 f"the rule document {shown!r} is empty", hint="send the markdown content"
             )
         result = parse(text, shown)
-        return await ingest_loaded(
+        report = await ingest_loaded(
             self._ctx, [(shown, result)], scope=scope, overwrite=overwrite, started=started
         )
+        await self._refresh_after_write(scope, report)
+        return report
+
+    async def _refresh_after_write(self, scope: str, report: UpsertReport | None) -> None:
+        # Rebuild the ranker's index now, on the write path, so the next query does not pay
+        # for it (seconds at 100k directives). Skipped when nothing changed.
+        if report is None or any(d.status in ("created", "updated") for d in report.documents):
+            await self._index(scope)
 
     # -- index -------------------------------------------------------------------------------
 
@@ -546,6 +556,8 @@ class RulesService:
             return rules, docs, directives
 
         rules, docs, directives = await self._ctx.store.db.write(remove)
+        if docs:
+            await self._refresh_after_write(scope, None)
         if not docs:
             raise NotFoundError(
                 f"no rule or rule document {value!r} in scope {scope!r}",

@@ -194,3 +194,16 @@ async def test_list_and_show(loaded: RulesService) -> None:
     assert detail.when_to_apply[0].startswith("Changing login")
     with pytest.raises(NotFoundError):
         await loaded.get_rule("nope", scope="s")
+
+
+async def test_writes_rebuild_the_index_so_queries_do_not_pay_for_it(
+    loaded: RulesService, memoir: Memoir, project: Path
+) -> None:
+    from memory_core.storage.sqlite import rules as rules_sql
+
+    version = await memoir.store.db.read(rules_sql.graph_version, "s")
+    assert loaded._indexes["s"].version == version
+    await loaded.remove_rule("logging", scope="s")
+    version = await memoir.store.db.read(rules_sql.graph_version, "s")
+    assert loaded._indexes["s"].version == version
+    assert "logging" not in loaded._indexes["s"].rules
