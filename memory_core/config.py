@@ -103,6 +103,12 @@ class RulesSettings(_Section):
     graph_limit: int = Field(
         150, ge=0, le=100_000, description="Most candidates graph expansion may add per query."
     )
+    memory_vectors_max: int = Field(
+        200_000,
+        ge=0,
+        description="Keep directive vectors in memory (exact KNN in numpy) up to this many "
+        "directives per scope; above it the sqlite-vec index is searched instead.",
+    )
     detection_cache_ttl_s: float = Field(
         300.0, ge=0, description="How long a detected context is reused (Requirement 10.4)."
     )

@@ -82,8 +82,26 @@ async def query_vector(
         return None, False
 
 
+def _in_memory_semantic(
+    index: DirectiveIndex, query_vec: np.ndarray, k: int
+) -> tuple[list[int], np.ndarray] | None:
+    """Exact KNN over the index's vectors: (nearest ids, similarity of every row)."""
+    ids = index.vector_ids
+    if index.vectors is None or ids is None:
+        return None
+    if index.vectors.shape[1] != query_vec.shape[0]:
+        return None  # another embedder wrote these vectors: use the store's own search
+    sims = index.vectors @ query_vec.astype(np.float32, copy=False)
+    top = min(k, len(sims))
+    best = np.argpartition(-sims, top - 1)[:top]
+    # Ties broken by id so results are stable across runs.
+    ordered = sorted(best.tolist(), key=lambda row: (-float(sims[row]), int(ids[row])))
+    return [int(ids[row]) for row in ordered], sims
+
+
 async def search_arms(
     db: Any,
+    index: DirectiveIndex,
     text: str,
     scope: str,
     query_vec: np.ndarray | None,
@@ -91,11 +109,14 @@ async def search_arms(
     *,
     k: int,
 ) -> tuple[list[int], list[int], dict[int, float]]:
-    """Lexical and semantic arms in one read: (lexical ids, nearest ids, similarities).
+    """Lexical and semantic arms: (lexical ids, nearest ids, similarities).
 
-    Similarities cover the nearest neighbours and, from their stored vectors, the lexical
-    and graph candidates too, so every candidate gets a SemanticSim.
+    Similarities cover the nearest neighbours and the lexical and graph candidates too, so
+    every candidate gets a SemanticSim. With the index's vectors in memory the semantic arm
+    is one matrix product; otherwise it is a sqlite-vec KNN plus a fetch of stored vectors,
+    in the same read as the lexical arm.
     """
+    in_memory = _in_memory_semantic(index, query_vec, k) if query_vec is not None else None
     words = list(dict.fromkeys(t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1))
     every = build_match(" ".join(words), operator="AND")
     # OR over every word costs a bm25 per matching row; with frequent words that is most of
@@ -114,7 +135,13 @@ async def search_arms(
         lexical = lexical[:k]
         similarity: dict[int, float] = {}
         nearest: list[int] = []
-        if query_vec is not None:
+        if in_memory is not None:
+            nearest, sims = in_memory
+            for item_id in {*nearest, *lexical, *graph_ids}:
+                row = index.vector_row.get(item_id)
+                if row is not None:
+                    similarity[item_id] = float(sims[row])
+        elif query_vec is not None:
             for hit in item_sql.vector_search(
                 conn, query_vec, scope=scope, kinds=[DIRECTIVE_KIND], k=k
             ):

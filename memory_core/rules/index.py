@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from memory_core.rules.dictionaries import Dictionaries
 from memory_core.rules.scoring import condition_terms
 from memory_core.rules.topics import expand_topics
@@ -63,6 +65,16 @@ class DirectiveIndex:
     rules_by_authority: dict[str, list[str]] = field(default_factory=dict)
     rules_by_condition_stem: dict[str, set[str]] = field(default_factory=dict)
     dictionaries: Dictionaries | None = None
+    # Stored embeddings, row i belongs to vector_ids[i] (None: no vectors, or too many).
+    vector_ids: np.ndarray | None = None
+    vectors: np.ndarray | None = None
+    vector_row: dict[int, int] = field(default_factory=dict)
+
+    def attach_vectors(self, ids: np.ndarray, matrix: np.ndarray) -> None:
+        """Keep the directives' embeddings in memory for exact in-process KNN."""
+        self.vector_ids = ids
+        self.vectors = matrix
+        self.vector_row = {int(item_id): row for row, item_id in enumerate(ids.tolist())}
 
     @property
     def size(self) -> int:

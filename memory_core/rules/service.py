@@ -196,21 +196,32 @@ class RulesService:
             if cached is not None and cached.version == version:
                 return cached
 
-            def load(conn: Any) -> tuple[int, Any, Any, Any]:
+            max_vectors = self._settings.memory_vectors_max
+
+            def load(conn: Any) -> tuple[int, Any, Any, Any, Any]:
+                rows = rules_sql.load_directive_rows(conn, scope)
+                vectors = (
+                    rules_sql.load_directive_vectors(conn, scope)
+                    if len(rows) <= max_vectors
+                    else None
+                )
                 return (
                     rules_sql.graph_version(conn, scope),
-                    rules_sql.load_directive_rows(conn, scope),
+                    rows,
                     rules_sql.load_rules(conn, scope),
                     rules_sql.learned_terms(conn, scope),
+                    vectors,
                 )
 
-            current, rows, rules, (topics, techs) = await db.read(load)
+            current, rows, rules, (topics, techs), vectors = await db.read(load)
 
             def build() -> DirectiveIndex:
                 index = build_index(current, rows, rules)
                 index.dictionaries = build_dictionaries(
                     self._settings, learned_topics=topics, learned_technologies=techs
                 )
+                if vectors is not None:
+                    index.attach_vectors(*vectors)
                 return index
 
             index = await anyio.to_thread.run_sync(build)
@@ -330,7 +341,13 @@ class RulesService:
         )
         query_vec, semantic_ok = await query_vector(self._ctx.embedder, text, warnings)
         lexical_ids, nearest_ids, semantic = await search_arms(
-            self._ctx.store.db, text, scope, query_vec, graph_ids, k=self._settings.candidate_k
+            self._ctx.store.db,
+            index,
+            text,
+            scope,
+            query_vec,
+            graph_ids,
+            k=self._settings.candidate_k,
         )
 
         candidate_ids = set(lexical_ids) | set(nearest_ids) | graph_ids

@@ -207,3 +207,23 @@ async def test_writes_rebuild_the_index_so_queries_do_not_pay_for_it(
     version = await memoir.store.db.read(rules_sql.graph_version, "s")
     assert loaded._indexes["s"].version == version
     assert "logging" not in loaded._indexes["s"].rules
+
+
+async def test_in_memory_vectors_rank_like_the_vector_index(
+    loaded: RulesService, memoir: Memoir
+) -> None:
+    from memory_core.config import load_settings
+
+    in_memory = await loaded.query_directives(TASK, scope="s")
+    assert loaded._indexes["s"].vectors is not None
+    settings = load_settings({"rules": {"memory_vectors_max": 0}}, cwd=loaded._cwd, environ={})
+    memoir.context.settings = settings
+    from_store = RulesService(memoir.context, cwd=loaded._cwd)
+    stored = await from_store.query_directives(TASK, scope="s")
+    assert from_store._indexes["s"].vectors is None
+    assert [d.directive_id for d in stored.directives] == [
+        d.directive_id for d in in_memory.directives
+    ]
+    assert [d.breakdown.semantic_sim for d in stored.directives] == pytest.approx(
+        [d.breakdown.semantic_sim for d in in_memory.directives], abs=1e-3
+    )

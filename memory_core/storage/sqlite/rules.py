@@ -771,3 +771,25 @@ def directive_lexical_search(
         (match, scope, DIRECTIVE_KIND, limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def load_directive_vectors(conn: Any, scope: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every stored vector of the scope's directives: (item ids, float32 matrix), or None.
+
+    The ranker keeps them in memory: one matrix product scores all directives faster than a
+    sqlite-vec scan, and gives every candidate its SemanticSim without another query.
+    """
+    if item_sql.vector_table_dimension(conn) is None:
+        return None
+    ids: list[int] = []
+    blobs: list[bytes] = []
+    for item_id, kind, blob in conn.execute(
+        f"SELECT item_id, kind, embedding FROM {item_sql.VEC_TABLE} WHERE scope = ?", (scope,)
+    ):
+        if kind == DIRECTIVE_KIND:
+            ids.append(int(item_id))
+            blobs.append(blob)
+    if not ids:
+        return None
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
+    return np.asarray(ids, dtype=np.int64), matrix
