@@ -133,6 +133,10 @@ class SqliteDatabase:
 
     async def _open_connection(self) -> aiosqlite.Connection:
         connection = aiosqlite.Connection(self._connect_sync, iter_chunk_size=256)
+        # A store someone forgot to close must not keep the interpreter alive at exit (its
+        # worker thread is non-daemon by default). Every write is one SQLite transaction, so a
+        # thread cut off at exit loses at most an uncommitted write, never consistency.
+        connection._thread.daemon = True
         try:
             return await connection
         except MemoirError:
