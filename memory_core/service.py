@@ -202,7 +202,7 @@ class Memoir:
         """
         store = self._require_store()
         await self._ctx.embedder.ensure_loaded()
-        return await store.reembed(  # type: ignore[call-arg]
+        return await store.reembed(
             self._ctx.embedder.embed_documents,
             self._ctx.embedder.embedder_id,
             self._ctx.embedder.dimension,

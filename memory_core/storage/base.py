@@ -7,7 +7,7 @@ which one they talk to. Methods return domain values from ``memory_core.models``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -60,7 +60,11 @@ class Store(Protocol):
 
     async def reembed(
         self,
-        embed: Callable[[list[str]], np.ndarray],
+        embed: Callable[[list[str]], Awaitable[np.ndarray]],
         embedder_id: str,
         dimension: int,
-    ) -> int: ...
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Recompute every vector with ``embed`` and rebuild the lexical and vector indexes."""
+        ...

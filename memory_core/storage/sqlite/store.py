@@ -99,7 +99,7 @@ class SqliteStore:
 
     async def reembed(
         self,
-        embed: Callable[[list[str]], Awaitable[np.ndarray]],  # type: ignore[override]
+        embed: Callable[[list[str]], Awaitable[np.ndarray]],
         embedder_id: str,
         dimension: int,
         *,
