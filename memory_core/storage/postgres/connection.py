@@ -186,6 +186,17 @@ class PostgresConnection:
                     raise
                 cause: BaseException = exc
             except psycopg.Error as exc:
+                # A deadlock or serialization failure rolled the transaction back; running it
+                # again is the documented remedy, on the same connection.
+                transient = isinstance(
+                    exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
+                )
+                if transient and attempt < self.retries:
+                    delay = backoff_delay(attempt)
+                    attempt += 1
+                    log.warning("postgres transaction retried", cause=type(exc).__name__)
+                    await anyio.sleep(delay)
+                    continue
                 if not self._is_drop(exc):
                     raise _statement_error(self.url, exc) from exc
                 if attempt >= self.retries:

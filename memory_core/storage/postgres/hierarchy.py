@@ -271,12 +271,14 @@ class PostgresHierarchyStore(HierarchyStore):
             if not rows:
                 return []
             async with conn.cursor() as cursor:
+                # Rows go in uid order so concurrent writers take the unique-index locks in the
+                # same order and cannot deadlock each other.
                 await cursor.executemany(
                     "INSERT INTO memoir_chunk (uid, scope, category_id, text, token_count, "
                     "content_hash, created_at, source, metadata, embedding) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (uid) DO NOTHING",
-                    rows,
+                    sorted(rows, key=lambda row: row[0]),
                 )
             uids = [row[0] for row in rows]
             cur = await conn.execute(
