@@ -18,6 +18,7 @@ __all__ = [
     "DocumentReport",
     "LayerCandidate",
     "QueryDiagnostics",
+    "QueryRun",
     "RankedDirective",
     "RemoveReport",
     "RetrievalStats",
@@ -286,3 +287,18 @@ class RemoveReport(BaseModel):
     rule_ids: list[str] = Field(description="Rules removed.")
     documents_removed: int = Field(description="Source documents removed.")
     directives_removed: int = Field(description="Directives removed.")
+
+
+class QueryRun(BaseModel):
+    """One recorded ``query_directives`` call (the ``run`` table, kind ``rules_query``)."""
+
+    model_config = _MODEL
+
+    run_id: int = Field(description="Id of the run.")
+    scope: str = Field(description="The scope queried.")
+    started_at: str = Field(description="When the query started (RFC 3339 UTC).")
+    took_ms: float | None = Field(description="Wall time of the query.")
+    payload: dict[str, Any] = Field(
+        description="Sanitised task, detected context, retrieval counts, top-5 scores, "
+        "budget, tokens used and warnings (never document text)."
+    )

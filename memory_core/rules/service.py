@@ -22,6 +22,7 @@ from memory_core.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from memory_core.models import utc_now
 from memory_core.rules.candidates import graph_candidates, query_vector, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
@@ -39,6 +40,7 @@ from memory_core.rules.models import (
     DirectiveDetail,
     DirectiveQueryResult,
     QueryDiagnostics,
+    QueryRun,
     RankedDirective,
     RemoveReport,
     RetrievalStats,
@@ -48,6 +50,7 @@ from memory_core.rules.models import (
     UpsertReport,
 )
 from memory_core.rules.paths import validate_virtual_path
+from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
     QueryFeatures,
@@ -85,6 +88,7 @@ class RulesService:
         self._indexes: dict[str, DirectiveIndex] = {}
         self._index_locks: dict[str, anyio.Lock] = {}
         self._detections = DetectionCache(ttl_s=self._settings.detection_cache_ttl_s)
+        self._runs = RunRecorder(ctx.store.db)
 
     @property
     def detection_cache(self) -> DetectionCache:
@@ -306,6 +310,7 @@ class RulesService:
             EmptyKnowledgeGraphError: no rules in this scope yet (Requirement 11.1).
         """
         started = time.perf_counter()
+        started_at = utc_now()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
         budget = self._settings.token_budget if token_budget is None else int(token_budget)
         limit = self._settings.max_items if max_items is None else int(max_items)
@@ -451,12 +456,40 @@ class RulesService:
             tokens=packed.tokens_used,
             took_ms=took,
         )
-        return DirectiveQueryResult(
+        result = DirectiveQueryResult(
             context_block=packed.context_block,
             directives=packed.selected,
             citations=packed.citations,
             diagnostics=diagnostics,
         )
+        # DESIGN §6: every query records its run; written after the answer is complete, with
+        # a bounded wait, so a busy writer delays the record and not the answer.
+        payload = query_run_payload(
+            text,
+            result,
+            top_scores=[(index.directives[s[2]].uid, s[0]) for s in scored[:5]],
+            max_items=limit,
+            strict_layer=strict_layer,
+            include_breadcrumbs=include_breadcrumbs,
+        )
+        await self._runs.record(scope, started_at, took, payload)
+        return result
+
+    async def list_query_runs(self, *, scope: str, limit: int = 20) -> list[QueryRun]:
+        """The newest recorded ``query_directives`` runs of a scope, newest first.
+
+        Args:
+            scope: the scope whose runs to list.
+            limit: the most runs to return (1..1000).
+
+        Raises:
+            InvalidInputError: ``limit`` is below 1.
+        """
+        if limit < 1:
+            raise InvalidInputError(
+                f"limit must be at least 1 (got {limit})", hint="pass --limit 1 or more"
+            )
+        return await self._runs.list(scope, min(int(limit), 1000))
 
     @staticmethod
     def _ranked(

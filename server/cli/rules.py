@@ -41,7 +41,7 @@ def _jsonl(payload: dict[str, Any]) -> None:
 
 @click.group()
 def rules() -> None:
-    """Rule documents as a knowledge graph: upsert, detect, query, list, show, rm."""
+    """Rule documents as a knowledge graph: upsert, detect, query, list, show, rm, runs."""
 
 
 _scope_option = click.option(
@@ -319,6 +319,41 @@ def remove(state: CliState, rule_id_or_path: str, scope: str | None, as_json: bo
             f"removed {', '.join(report.rule_ids)}: {report.documents_removed} document(s), "
             f"{report.directives_removed} directive(s)"
         )
+
+
+@rules.command("runs")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@_scope_option
+@_json_option
+@pass_state
+def runs(state: CliState, limit: int, scope: str | None, as_json: bool) -> None:
+    """Recent query_directives runs: task, context, counts, tokens, latency."""
+    target = _scope(state, scope)
+
+    async def run(memoir: Any) -> Any:
+        return await memoir.rules.list_query_runs(scope=target, limit=limit)
+
+    found = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(envelope(scope=target, runs=[r.model_dump() for r in found]))
+        return
+    print_table(
+        ["run", "started", "ms", "layer", "topics", "sel/cons/searched", "tokens", "task"],
+        [
+            (
+                r.run_id,
+                r.started_at[:19],
+                round(r.took_ms or 0, 1),
+                r.payload.get("detected_layer") or "-",
+                ", ".join(r.payload.get("topics", [])[:3]),
+                f"{r.payload.get('selected', '')}/{r.payload.get('considered', '')}/"
+                f"{r.payload.get('searched', '')}",
+                f"{r.payload.get('tokens_used', '')}/{r.payload.get('token_budget', '')}",
+                str(r.payload.get("task", ""))[:40],
+            )
+            for r in found
+        ],
+    )
 
 
 def register(cli: click.Group) -> None:

@@ -170,3 +170,25 @@ def test_real_subprocess_upsert_and_query(project: Path) -> None:
     )
     assert query.returncode == 0, query.stderr
     assert json.loads(query.stdout)["citations"]
+
+
+def test_runs_lists_recorded_queries(ingested: Path) -> None:
+    code, out, _ = _run(ingested, "rules", "runs", "--scope", "s", "--json")
+    assert code == 0 and json.loads(out)["runs"] == []
+    for task in ("Add a login endpoint", "Backfill the migrations"):
+        assert _run(ingested, "rules", "query", task, "--scope", "s", "--json")[0] == 0
+    code, out, _ = _run(ingested, "rules", "runs", "--scope", "s", "--json", "--limit", "5")
+    runs = json.loads(out)["runs"]
+    assert code == 0
+    assert [r["payload"]["task"] for r in runs] == [
+        "Backfill the migrations",
+        "Add a login endpoint",
+    ]
+    assert runs[0]["payload"]["detected_layer"] == "4-Persistence"
+    assert runs[0]["took_ms"] > 0
+    code, out, _ = _run(ingested, "rules", "runs", "--scope", "s", "--limit", "1")
+    assert code == 0
+    assert "Backfill the migrations" in out and "Add a login endpoint" not in out
+    assert "4-Persistence" in out
+    code, _, _ = _run(ingested, "rules", "runs", "--scope", "s", "--limit", "0")
+    assert code == 2

@@ -26,19 +26,24 @@ __all__ = [
     "DirectiveRow",
     "DocumentWrite",
     "RuleRow",
+    "RunRow",
     "delete_rule_sources",
     "document_state",
     "fetch_vectors",
     "graph_version",
     "learned_terms",
+    "list_query_runs",
     "load_directive_rows",
     "load_rules",
+    "record_query_run",
     "rule_directive_rows",
     "upsert_document",
     "upsert_documents",
 ]
 
 Edge = tuple[str, int, str, str, int]  # (src_kind, src_id, rel_type, dst_kind, dst_id)
+
+QUERY_RUN_KIND = "rules_query"
 
 _RULE_EDGE_TYPES = ("authoritative_for", "layer", "topic", "related", "technology", "when_to_apply")
 
@@ -793,3 +798,65 @@ def load_directive_vectors(conn: Any, scope: str) -> tuple[np.ndarray, np.ndarra
         return None
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
     return np.asarray(ids, dtype=np.int64), matrix
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One recorded ``query_directives`` run."""
+
+    run_id: int
+    scope: str
+    started_at: str
+    took_ms: float | None
+    payload: dict[str, Any]
+
+
+# Every query adds a run: keep the newest ones per scope so the table cannot grow forever.
+# Pruned every _PRUNE_EVERY inserts, which keeps the per-query cost to one small insert.
+QUERY_RUNS_KEPT = 10_000
+_PRUNE_EVERY = 100
+
+
+def record_query_run(
+    conn: Any,
+    scope: str,
+    started_at: str,
+    took_ms: float,
+    payload: dict[str, Any],
+    *,
+    keep: int = QUERY_RUNS_KEPT,
+) -> int:
+    """Record one ``query_directives`` run (DESIGN §6); returns its run id.
+
+    The payload is built by the service from diagnostics only (never document text). The
+    scope keeps its newest ``keep`` query runs (older ones are pruned now and then).
+    """
+    cursor = conn.execute(
+        "INSERT INTO run (scope, kind, started_at, took_ms, payload) VALUES (?, ?, ?, ?, ?)",
+        (
+            scope,
+            QUERY_RUN_KIND,
+            started_at,
+            took_ms,
+            json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str),
+        ),
+    )
+    run_id = int(cursor.lastrowid)
+    if run_id % _PRUNE_EVERY == 0:
+        conn.execute(
+            "DELETE FROM run WHERE scope = ? AND kind = ? AND run_id <= ("
+            "SELECT run_id FROM run WHERE scope = ? AND kind = ? "
+            "ORDER BY run_id DESC LIMIT 1 OFFSET ?)",
+            (scope, QUERY_RUN_KIND, scope, QUERY_RUN_KIND, max(1, keep)),
+        )
+    return run_id
+
+
+def list_query_runs(conn: Any, scope: str, limit: int) -> list[RunRow]:
+    """The newest ``query_directives`` runs of ``scope``, newest first."""
+    rows = conn.execute(
+        "SELECT run_id, scope, started_at, took_ms, payload FROM run "
+        "WHERE scope = ? AND kind = ? ORDER BY run_id DESC LIMIT ?",
+        (scope, QUERY_RUN_KIND, max(1, int(limit))),
+    ).fetchall()
+    return [RunRow(int(r[0]), str(r[1]), str(r[2]), r[3], json.loads(r[4] or "{}")) for r in rows]

@@ -1,0 +1,171 @@
+"""The record of each ``query_directives`` call in the ``run`` table (DESIGN §6, Req 12.1–12.2).
+
+A run holds what explains a query after the fact: the sanitised task (first 100 characters,
+control characters escaped, secrets redacted), the detected context, the retrieval counts,
+the top five scores, the budget and the tokens used, the warnings and the latency. Never
+document text: directives are named by id only.
+
+Recording must not slow the query: the service builds the payload after the answer is ready
+and hands it to a :class:`RunRecorder`, which writes it in one small transaction but waits
+only briefly for the store's write lock. A record that could not be written in time stays
+queued and goes out with the next one (or when runs are listed), so a busy writer (an ingest
+in progress) delays the record, not the answer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import structlog
+
+from memory_core.errors import MemoirError
+from memory_core.rules.log_safety import sanitize_for_log
+from memory_core.rules.models import DirectiveQueryResult, QueryRun
+from memory_core.storage.sqlite import rules as rules_sql
+
+__all__ = ["RunRecorder", "query_run_payload"]
+
+# How long a query waits for its run to be written before leaving it queued.
+RECORD_WAIT_S = 0.2
+# Runs queued while the writer is busy; beyond this the oldest are dropped (and logged).
+MAX_QUEUED = 1000
+
+
+def _log() -> Any:
+    return structlog.get_logger(__name__)
+
+
+def query_run_payload(
+    task: str,
+    result: DirectiveQueryResult,
+    *,
+    top_scores: Sequence[tuple[str, float]],
+    max_items: int,
+    strict_layer: bool,
+    include_breadcrumbs: bool,
+) -> dict[str, Any]:
+    """The JSON payload of one query run (pure; no document text).
+
+    Args:
+        task: the validated task text (sanitised here).
+        result: the query's answer (only its diagnostics and directive ids are read).
+        top_scores: (directive id, total score) of the best five ranked candidates.
+        max_items: the item limit applied.
+        strict_layer: whether other layers were excluded.
+        include_breadcrumbs: whether breadcrumbs were requested.
+    """
+    d = result.diagnostics
+    stats = d.retrieval_stats
+    return {
+        "task": sanitize_for_log(task),
+        "task_chars": len(task),
+        "detected_layer": d.detected_layer,
+        "layer_candidates": [
+            {"layer": c.layer, "confidence": c.confidence} for c in d.layer_candidates[:3]
+        ],
+        "topics": list(d.topics),
+        "technologies": [*d.languages, *d.frameworks, *d.platforms],
+        "confidence": d.confidence,
+        "mode": d.mode,
+        "strict_layer": strict_layer,
+        "include_breadcrumbs": include_breadcrumbs,
+        "max_items": max_items,
+        "searched": stats.searched,
+        "considered": stats.considered,
+        "selected": stats.selected,
+        "lexical_hits": stats.lexical_hits,
+        "semantic_hits": stats.semantic_hits,
+        "graph_hits": stats.graph_hits,
+        "dropped_for_budget": stats.dropped_for_budget,
+        "top_scores": [
+            {"directive_id": uid, "score": round(score, 3)} for uid, score in top_scores[:5]
+        ],
+        "selected_ids": [r.directive_id for r in result.directives],
+        "token_budget": d.token_budget,
+        "tokens_used": d.tokens_used,
+        "forced_must": d.forced_must,
+        "semantic_available": d.semantic_available,
+        # Warnings may quote user input (an unknown mode slug): sanitised like the task.
+        "warnings": [sanitize_for_log(w, limit=300) for w in d.warnings],
+    }
+
+
+class RunRecorder:
+    """Writes query runs to the store without holding up the query that produced them.
+
+    Args:
+        db: the store's :class:`~memory_core.storage.sqlite.database.SqliteDatabase`.
+        wait_s: how long :meth:`record` waits for the write before leaving it queued.
+    """
+
+    def __init__(self, db: Any, *, wait_s: float = RECORD_WAIT_S) -> None:
+        self._db = db
+        self._wait_s = wait_s
+        # Appended on the event loop, drained in the writer's thread: deque operations are
+        # atomic, so a drain that runs late (after its caller gave up waiting) writes each
+        # queued run exactly once.
+        self._queue: deque[tuple[str, str, float, dict[str, Any]]] = deque(maxlen=MAX_QUEUED)
+
+    @property
+    def queued(self) -> int:
+        """Runs not written yet."""
+        return len(self._queue)
+
+    async def record(
+        self, scope: str, started_at: str, took_ms: float, payload: dict[str, Any]
+    ) -> None:
+        """Queue one run and try to write the queue (bounded wait; never raises).
+
+        Args:
+            scope: the scope queried.
+            started_at: when the query started (RFC 3339 UTC).
+            took_ms: the query's wall time.
+            payload: from :func:`query_run_payload`.
+        """
+        if len(self._queue) == self._queue.maxlen:
+            _log().warning("query run dropped: too many runs queued", queued=len(self._queue))
+        self._queue.append((scope, started_at, took_ms, payload))
+        with anyio.move_on_after(self._wait_s):
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write every queued run in one transaction (errors are logged, not raised)."""
+        if not self._queue:
+            return
+        try:
+            written = await self._db.write(_drain, self._queue)
+        except MemoirError as error:
+            # The answer matters more than its record: report and carry on.
+            _log().warning("query run not recorded", error=error.message)
+            return
+        if written > 1:
+            _log().debug("query runs recorded", count=written)
+
+    async def list(self, scope: str, limit: int) -> list[QueryRun]:
+        """The newest runs of ``scope`` (queued ones are written first), newest first."""
+        await self.flush()
+        rows = await self._db.read(rules_sql.list_query_runs, scope, limit)
+        return [
+            QueryRun(
+                run_id=r.run_id,
+                scope=r.scope,
+                started_at=r.started_at,
+                took_ms=r.took_ms,
+                payload=r.payload,
+            )
+            for r in rows
+        ]
+
+
+def _drain(conn: Any, queue: deque[tuple[str, str, float, dict[str, Any]]]) -> int:
+    written = 0
+    while True:
+        try:
+            scope, started_at, took_ms, payload = queue.popleft()
+        except IndexError:
+            return written
+        rules_sql.record_query_run(conn, scope, started_at, took_ms, payload)
+        written += 1

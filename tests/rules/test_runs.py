@@ -1,0 +1,135 @@
+"""Every query_directives call is recorded in the ``run`` table (DESIGN §6, Req 12.1–12.2)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import anyio
+import pytest
+
+from memory_core.rules.runs import RunRecorder
+from memory_core.rules.service import RulesService
+from memory_core.storage.sqlite import rules as rules_sql
+
+pytestmark = pytest.mark.anyio
+
+TASK = "Add a login endpoint that creates user sessions"
+
+
+def _raw_runs(conn: Any) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT run_id, scope, kind, started_at, took_ms, payload FROM run ORDER BY run_id"
+    ).fetchall()
+
+
+async def test_a_query_records_one_run_with_its_diagnostics(loaded: RulesService) -> None:
+    result = await loaded.query_directives(TASK, scope="s", token_budget=400, mode_slug="code")
+    rows = await loaded._ctx.store.db.read(_raw_runs)
+    assert len(rows) == 1
+    _, scope, kind, started_at, took_ms, raw = rows[0]
+    assert (scope, kind) == ("s", "rules_query")
+    assert started_at.endswith("+00:00")
+    assert took_ms == result.diagnostics.execution_ms
+    payload = json.loads(raw)
+    d = result.diagnostics
+    stats = d.retrieval_stats
+    assert payload["task"] == TASK
+    assert payload["detected_layer"] == d.detected_layer == "2-Application"
+    assert payload["topics"] == d.topics
+    assert payload["confidence"] == d.confidence
+    assert (payload["searched"], payload["considered"], payload["selected"]) == (
+        stats.searched,
+        stats.considered,
+        stats.selected,
+    )
+    assert payload["token_budget"] == 400
+    assert payload["tokens_used"] == d.tokens_used
+    assert payload["warnings"] == d.warnings
+    assert payload["mode"] == "code"
+    assert payload["selected_ids"] == [r.directive_id for r in result.directives]
+    top = payload["top_scores"]
+    assert 1 <= len(top) <= 5
+    assert [t["score"] for t in top] == sorted((t["score"] for t in top), reverse=True)
+    # The best ranked candidate is the first directive shown.
+    assert top[0]["directive_id"] == result.directives[0].directive_id
+    assert top[0]["score"] == pytest.approx(result.directives[0].score, abs=1e-3)
+
+
+async def test_the_run_never_holds_document_text(loaded: RulesService) -> None:
+    result = await loaded.query_directives(TASK, scope="s", include_breadcrumbs=True)
+    raw = (await loaded._ctx.store.db.read(_raw_runs))[0][5]
+    assert result.directives
+    for directive in result.directives:
+        assert directive.text not in raw
+    assert "argon2" not in raw and "Hash passwords" not in raw
+
+
+async def test_the_task_is_sanitised_and_truncated(loaded: RulesService) -> None:
+    secret = "sk-" + "a1B2c3D4e5" * 4
+    task = "Add login\nFAKE LOG LINE\x1b[31m with key " + secret + " " + "x" * 300
+    await loaded.query_directives(task, scope="s")
+    runs = await loaded.list_query_runs(scope="s")
+    recorded = runs[0].payload["task"]
+    assert "\n" not in recorded and "\x1b" not in recorded
+    assert recorded.startswith("Add login\\nFAKE LOG LINE\\x1b[31m")
+    assert secret not in json.dumps(runs[0].payload)
+    assert len(recorded) <= 101  # 100 characters and an ellipsis
+    assert runs[0].payload["task_chars"] == len(task)
+
+
+async def test_runs_are_listed_newest_first_per_scope(loaded: RulesService) -> None:
+    tasks = ["Add a login endpoint", "Backfill the migrations", "Validate request bodies"]
+    for task in tasks:
+        await loaded.query_directives(task, scope="s")
+    await loaded.upsert_markdown([str(loaded._cwd / "rules")], scope="other")
+    await loaded.query_directives("Add a login endpoint", scope="other")
+    runs = await loaded.list_query_runs(scope="s")
+    assert [r.payload["task"] for r in runs] == tasks[::-1]
+    assert [r.run_id for r in runs] == sorted((r.run_id for r in runs), reverse=True)
+    assert len(await loaded.list_query_runs(scope="s", limit=2)) == 2
+    assert [r.scope for r in await loaded.list_query_runs(scope="other")] == ["other"]
+
+
+async def test_a_failed_query_records_nothing(loaded: RulesService) -> None:
+    from memory_core.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError):
+        await loaded.query_directives("   ", scope="s")
+    assert await loaded.list_query_runs(scope="s") == []
+
+
+async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesService) -> None:
+    db = loaded._ctx.store.db
+    recorder = RunRecorder(db, wait_s=0.01)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_writer(conn: Any) -> None:
+        holding.set()
+        release.wait(10)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(db.write, hold_the_writer)
+        await anyio.to_thread.run_sync(holding.wait, 10)
+        # Returns although the writer is busy; the run waits in the queue.
+        await recorder.record("s", "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
+        assert recorder.queued == 1
+        release.set()
+    runs = await recorder.list("s", 10)
+    assert [(r.took_ms, r.payload) for r in runs] == [(1.5, {"task": "t"})]
+    assert recorder.queued == 0
+    await recorder.flush()  # nothing left: no duplicate
+    assert len(await recorder.list("s", 10)) == 1
+
+
+async def test_old_runs_are_pruned(loaded: RulesService) -> None:
+    def insert(conn: Any, count: int) -> None:
+        for n in range(count):
+            rules_sql.record_query_run(conn, "p", f"2026-01-01T00:00:{n:02d}", 1.0, {}, keep=5)
+
+    await loaded._ctx.store.db.write(insert, 200)
+    kept = await loaded._ctx.store.db.read(rules_sql.list_query_runs, "p", 1000)
+    # Pruning runs every 100th insert and then keeps the newest five.
+    assert len(kept) == 5
+    assert kept[0].run_id == max(r.run_id for r in kept)
