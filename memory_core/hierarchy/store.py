@@ -11,7 +11,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Category", "HierarchyChunk", "HierarchyStore", "NewChunk", "normalise_category_name"]
+import numpy as np
+
+from memory_core.errors import InvalidInputError
+
+__all__ = [
+    "MAX_CATEGORY_NAME_CHARS",
+    "Category",
+    "HierarchyChunk",
+    "HierarchyStore",
+    "NewChunk",
+    "check_category_level",
+    "check_category_name",
+    "check_leaf_row",
+    "check_parent_row",
+    "normalise_category_name",
+    "vector_blobs",
+]
+
+# The same limit on every backend, so a tree moves between them unchanged.
+MAX_CATEGORY_NAME_CHARS = 200
 
 
 def normalise_category_name(name: str) -> str:
@@ -119,3 +138,78 @@ class HierarchyStore(Protocol):
     async def list_runs(
         self, scope: str, *, kind: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]: ...
+
+
+# -- validation shared by the three backends (pure: rows in, errors out) --------------------
+
+
+def check_category_name(name: str) -> str:
+    """The name as shown (whitespace folded); the same limits as the SQLite store."""
+    shown = " ".join(name.split())
+    if not shown:
+        raise InvalidInputError(
+            f"empty category name {name[:40]!r}", hint="name the category with a few words"
+        )
+    if len(shown) > MAX_CATEGORY_NAME_CHARS:
+        raise InvalidInputError(
+            f"category name of {len(shown)} characters is too long: {shown[:40]!r}…",
+            hint=f"use at most {MAX_CATEGORY_NAME_CHARS} characters",
+        )
+    return shown
+
+
+def check_category_level(level: int, parent_id: int | None, depth: int) -> None:
+    if not 1 <= level <= depth:
+        raise InvalidInputError(
+            f"category level {level} is outside the hierarchy depth 1..{depth}",
+            hint="classify from level 1 down to the configured hierarchy.depth",
+        )
+    if level == 1 and parent_id is not None:
+        raise InvalidInputError(
+            f"a level-1 category cannot have a parent (got parent_id={parent_id})",
+            hint="pass parent_id=None for level 1",
+        )
+    if level > 1 and parent_id is None:
+        raise InvalidInputError(
+            f"a level-{level} category needs a parent at level {level - 1}",
+            hint="pass the parent's category_id",
+        )
+
+
+def check_parent_row(row: Sequence[Any] | None, scope: str, parent_id: int, level: int) -> None:
+    if row is None or row[0] != scope:
+        raise InvalidInputError(
+            f"parent category {parent_id} does not exist in scope {scope[:80]!r}",
+            hint="create the parent first, in the same scope",
+        )
+    if int(row[1]) != level - 1:
+        raise InvalidInputError(
+            f"parent category {parent_id} is at level {row[1]}, not {level - 1}",
+            hint=f"a level-{level} category needs a parent exactly one level up",
+        )
+
+
+def check_leaf_row(row: Sequence[Any] | None, scope: str, category_id: int, depth: int) -> None:
+    if row is None or row[0] != scope:
+        raise InvalidInputError(
+            f"category {category_id} does not exist in scope {scope[:80]!r}",
+            hint="classify the chunk first and link it to the leaf category returned",
+        )
+    if int(row[1]) != depth:
+        raise InvalidInputError(
+            f"category {category_id} is at level {row[1]}, not a leaf (depth {depth})",
+            hint="chunks link only to leaf categories at the configured hierarchy.depth",
+        )
+
+
+def vector_blobs(vectors: Any | None, count: int) -> list[bytes | None]:
+    """float32 bytes per chunk (the same layout sqlite-vec uses), or None without vectors."""
+    if vectors is None:
+        return [None] * count
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[0] != count:
+        raise InvalidInputError(
+            f"got vectors of shape {array.shape} for {count} chunks",
+            hint="pass one vector per chunk (an array of shape (n, dim))",
+        )
+    return [row.tobytes() for row in array]

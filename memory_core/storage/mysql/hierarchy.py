@@ -15,7 +15,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import structlog
 
 from memory_core.errors import InvalidInputError, SchemaError
@@ -24,7 +23,12 @@ from memory_core.hierarchy.store import (
     HierarchyChunk,
     HierarchyStore,
     NewChunk,
+    check_category_level,
+    check_category_name,
+    check_leaf_row,
+    check_parent_row,
     normalise_category_name,
+    vector_blobs,
 )
 from memory_core.models import utc_now
 from memory_core.storage.mysql.connection import MysqlConnection
@@ -35,7 +39,6 @@ __all__ = ["MysqlHierarchyStore"]
 
 log = structlog.get_logger(__name__)
 
-MAX_CATEGORY_NAME_CHARS = 200  # as memory_core.storage.sqlite.hierarchy
 
 _CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
 _CHUNK_COLUMNS = "chunk_id, uid, category_id, text, token_count, content_hash, created_at"
@@ -187,9 +190,9 @@ class MysqlHierarchyStore(HierarchyStore):
         Raises:
             InvalidInputError: the level/parent combination is invalid, or the name is empty.
         """
-        display = _check_name(name)
+        display = check_category_name(name)
         norm = normalise_category_name(display)
-        _check_level(level, parent_id, self.depth)
+        check_category_level(level, parent_id, self.depth)
         key = _name_key(norm)
 
         def write(cursor: Any) -> Category:
@@ -198,7 +201,7 @@ class MysqlHierarchyStore(HierarchyStore):
                     "SELECT scope, level FROM memoir_category WHERE category_id = %s",
                     (parent_id,),
                 )
-                _check_parent(cursor.fetchone(), scope, parent_id, level)
+                check_parent_row(cursor.fetchone(), scope, parent_id, level)
             # INSERT IGNORE would also hide CHECK and foreign-key failures; only the unique
             # key may be "ignored", so a no-op update on it is the idempotent form.
             cursor.execute(
@@ -236,7 +239,7 @@ class MysqlHierarchyStore(HierarchyStore):
                 depth, a uid is longer than 255 characters, or ``vectors`` does not have one
                 row per chunk.
         """
-        blobs = _vector_blobs(vectors, len(chunks))
+        blobs = vector_blobs(vectors, len(chunks))
         for chunk in chunks:
             if len(chunk.uid) > _MAX_UID:
                 raise InvalidInputError(
@@ -263,7 +266,7 @@ class MysqlHierarchyStore(HierarchyStore):
             cursor.execute(
                 "SELECT scope, level FROM memoir_category WHERE category_id = %s", (category_id,)
             )
-            _check_leaf(cursor.fetchone(), scope, category_id, self.depth)
+            check_leaf_row(cursor.fetchone(), scope, category_id, self.depth)
             if not rows:
                 return []
             cursor.executemany(
@@ -428,75 +431,3 @@ def _create_schema(cursor: Any) -> int:
 
 # The rules below are the same as the PostgreSQL store's (kept per backend so each backend
 # package stands alone); the cross-backend contract suite holds them in step.
-
-
-def _check_name(name: str) -> str:
-    """The name as shown (whitespace folded); the same limits as the SQLite store."""
-    shown = " ".join(name.split())
-    if not shown:
-        raise InvalidInputError(
-            f"empty category name {name[:40]!r}", hint="name the category with a few words"
-        )
-    if len(shown) > MAX_CATEGORY_NAME_CHARS:
-        raise InvalidInputError(
-            f"category name of {len(shown)} characters is too long: {shown[:40]!r}…",
-            hint=f"use at most {MAX_CATEGORY_NAME_CHARS} characters",
-        )
-    return shown
-
-
-def _check_level(level: int, parent_id: int | None, depth: int) -> None:
-    if not 1 <= level <= depth:
-        raise InvalidInputError(
-            f"category level {level} is outside the hierarchy depth 1..{depth}",
-            hint="classify from level 1 down to the configured hierarchy.depth",
-        )
-    if level == 1 and parent_id is not None:
-        raise InvalidInputError(
-            f"a level-1 category cannot have a parent (got parent_id={parent_id})",
-            hint="pass parent_id=None for level 1",
-        )
-    if level > 1 and parent_id is None:
-        raise InvalidInputError(
-            f"a level-{level} category needs a parent at level {level - 1}",
-            hint="pass the parent's category_id",
-        )
-
-
-def _check_parent(row: Sequence[Any] | None, scope: str, parent_id: int, level: int) -> None:
-    if row is None or row[0] != scope:
-        raise InvalidInputError(
-            f"parent category {parent_id} does not exist in scope {scope[:80]!r}",
-            hint="create the parent first, in the same scope",
-        )
-    if int(row[1]) != level - 1:
-        raise InvalidInputError(
-            f"parent category {parent_id} is at level {row[1]}, not {level - 1}",
-            hint=f"a level-{level} category needs a parent exactly one level up",
-        )
-
-
-def _check_leaf(row: Sequence[Any] | None, scope: str, category_id: int, depth: int) -> None:
-    if row is None or row[0] != scope:
-        raise InvalidInputError(
-            f"category {category_id} does not exist in scope {scope[:80]!r}",
-            hint="classify the chunk first and link it to the leaf category returned",
-        )
-    if int(row[1]) != depth:
-        raise InvalidInputError(
-            f"category {category_id} is at level {row[1]}, not a leaf (depth {depth})",
-            hint="chunks link only to leaf categories at the configured hierarchy.depth",
-        )
-
-
-def _vector_blobs(vectors: Any | None, count: int) -> list[bytes | None]:
-    """float32 bytes per chunk (the same layout sqlite-vec uses), or None without vectors."""
-    if vectors is None:
-        return [None] * count
-    array = np.asarray(vectors, dtype=np.float32)
-    if array.ndim != 2 or array.shape[0] != count:
-        raise InvalidInputError(
-            f"got vectors of shape {array.shape} for {count} chunks",
-            hint="pass one vector per chunk (an array of shape (n, dim))",
-        )
-    return [row.tobytes() for row in array]

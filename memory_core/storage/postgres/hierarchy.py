@@ -14,7 +14,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import psycopg
 import structlog
 
@@ -24,7 +23,12 @@ from memory_core.hierarchy.store import (
     HierarchyChunk,
     HierarchyStore,
     NewChunk,
+    check_category_level,
+    check_category_name,
+    check_leaf_row,
+    check_parent_row,
     normalise_category_name,
+    vector_blobs,
 )
 from memory_core.models import utc_now
 from memory_core.storage.postgres.connection import PostgresConnection
@@ -35,7 +39,6 @@ __all__ = ["PostgresHierarchyStore"]
 
 log = structlog.get_logger(__name__)
 
-MAX_CATEGORY_NAME_CHARS = 200  # as memory_core.storage.sqlite.hierarchy
 
 Conn = psycopg.AsyncConnection[Any]
 
@@ -195,9 +198,9 @@ class PostgresHierarchyStore(HierarchyStore):
         Raises:
             InvalidInputError: the level/parent combination is invalid, or the name is empty.
         """
-        display = _check_name(name)
+        display = check_category_name(name)
         norm = normalise_category_name(display)
-        _check_level(level, parent_id, self.depth)
+        check_category_level(level, parent_id, self.depth)
         _no_nul(display, "category name")
 
         async def write(conn: Conn) -> Category:
@@ -206,7 +209,7 @@ class PostgresHierarchyStore(HierarchyStore):
                     "SELECT scope, level FROM memoir_category WHERE category_id = %s",
                     (parent_id,),
                 )
-                _check_parent(await cur.fetchone(), scope, parent_id, level)
+                check_parent_row(await cur.fetchone(), scope, parent_id, level)
             cur = await conn.execute(
                 "INSERT INTO memoir_category (scope, parent_id, level, name, norm_name, "
                 "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING "
@@ -243,7 +246,7 @@ class PostgresHierarchyStore(HierarchyStore):
             InvalidInputError: ``category_id`` is not a leaf of this scope at the configured
                 depth, or ``vectors`` does not have one row per chunk.
         """
-        blobs = _vector_blobs(vectors, len(chunks))
+        blobs = vector_blobs(vectors, len(chunks))
         for chunk in chunks:
             _no_nul(chunk.text, "chunk text")
             _no_nul(chunk.source, "chunk source")
@@ -263,11 +266,13 @@ class PostgresHierarchyStore(HierarchyStore):
             for chunk, blob in zip(chunks, blobs, strict=True)
         ]
 
+        in_uid_order = sorted(rows, key=lambda row: row[0])
+
         async def write(conn: Conn) -> list[int]:
             cur = await conn.execute(
                 "SELECT scope, level FROM memoir_category WHERE category_id = %s", (category_id,)
             )
-            _check_leaf(await cur.fetchone(), scope, category_id, self.depth)
+            check_leaf_row(await cur.fetchone(), scope, category_id, self.depth)
             if not rows:
                 return []
             async with conn.cursor() as cursor:
@@ -278,7 +283,7 @@ class PostgresHierarchyStore(HierarchyStore):
                     "content_hash, created_at, source, metadata, embedding) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (uid) DO NOTHING",
-                    sorted(rows, key=lambda row: row[0]),
+                    in_uid_order,
                 )
             uids = [row[0] for row in rows]
             cur = await conn.execute(
@@ -427,75 +432,3 @@ async def _create_schema(conn: Conn) -> int:
     cur = await conn.execute("SELECT max(version) FROM memoir_schema")
     row = await cur.fetchone()
     return int(row[0]) if row and row[0] is not None else SCHEMA_VERSION
-
-
-def _check_name(name: str) -> str:
-    """The name as shown (whitespace folded); the same limits as the SQLite store."""
-    shown = " ".join(name.split())
-    if not shown:
-        raise InvalidInputError(
-            f"empty category name {name[:40]!r}", hint="name the category with a few words"
-        )
-    if len(shown) > MAX_CATEGORY_NAME_CHARS:
-        raise InvalidInputError(
-            f"category name of {len(shown)} characters is too long: {shown[:40]!r}…",
-            hint=f"use at most {MAX_CATEGORY_NAME_CHARS} characters",
-        )
-    return shown
-
-
-def _check_level(level: int, parent_id: int | None, depth: int) -> None:
-    if not 1 <= level <= depth:
-        raise InvalidInputError(
-            f"category level {level} is outside the hierarchy depth 1..{depth}",
-            hint="classify from level 1 down to the configured hierarchy.depth",
-        )
-    if level == 1 and parent_id is not None:
-        raise InvalidInputError(
-            f"a level-1 category cannot have a parent (got parent_id={parent_id})",
-            hint="pass parent_id=None for level 1",
-        )
-    if level > 1 and parent_id is None:
-        raise InvalidInputError(
-            f"a level-{level} category needs a parent at level {level - 1}",
-            hint="pass the parent's category_id",
-        )
-
-
-def _check_parent(row: Sequence[Any] | None, scope: str, parent_id: int, level: int) -> None:
-    if row is None or row[0] != scope:
-        raise InvalidInputError(
-            f"parent category {parent_id} does not exist in scope {scope[:80]!r}",
-            hint="create the parent first, in the same scope",
-        )
-    if int(row[1]) != level - 1:
-        raise InvalidInputError(
-            f"parent category {parent_id} is at level {row[1]}, not {level - 1}",
-            hint=f"a level-{level} category needs a parent exactly one level up",
-        )
-
-
-def _check_leaf(row: Sequence[Any] | None, scope: str, category_id: int, depth: int) -> None:
-    if row is None or row[0] != scope:
-        raise InvalidInputError(
-            f"category {category_id} does not exist in scope {scope[:80]!r}",
-            hint="classify the chunk first and link it to the leaf category returned",
-        )
-    if int(row[1]) != depth:
-        raise InvalidInputError(
-            f"category {category_id} is at level {row[1]}, not a leaf (depth {depth})",
-            hint="chunks link only to leaf categories at the configured hierarchy.depth",
-        )
-
-
-def _vector_blobs(vectors: Any | None, count: int) -> list[bytes | None]:
-    """float32 bytes per chunk (the same layout sqlite-vec uses), or None without vectors."""
-    if vectors is None:
-        return [None] * count
-    array = np.asarray(vectors, dtype=np.float32)
-    if array.ndim != 2 or array.shape[0] != count:
-        raise InvalidInputError(
-            f"got vectors of shape {array.shape} for {count} chunks",
-            hint="pass one vector per chunk (an array of shape (n, dim))",
-        )
-    return [row.tobytes() for row in array]

@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from memory_core.errors import InvalidInputError
-from memory_core.hierarchy.store import Category, HierarchyChunk, NewChunk, normalise_category_name
+from memory_core.hierarchy.store import (
+    MAX_CATEGORY_NAME_CHARS,
+    Category,
+    HierarchyChunk,
+    NewChunk,
+    check_category_name,
+    normalise_category_name,
+)
 from memory_core.models import NewItem, utc_now
 from memory_core.storage.sqlite import items as item_sql
 from memory_core.storage.sqlite.store import SqliteStore
@@ -24,7 +31,6 @@ from memory_core.storage.sqlite.store import SqliteStore
 __all__ = ["CHUNK_KIND", "MAX_CATEGORY_NAME_CHARS", "SqliteHierarchyStore"]
 
 CHUNK_KIND = "hierarchy_chunk"
-MAX_CATEGORY_NAME_CHARS = 200
 _CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
 
 
@@ -77,24 +83,10 @@ def _count_categories(conn: Any, scope: str) -> int:
     )
 
 
-def _check_name(name: str) -> str:
-    shown = " ".join(name.split())
-    if not shown:
-        raise InvalidInputError(
-            f"empty category name {name[:40]!r}", hint="name the category with a few words"
-        )
-    if len(shown) > MAX_CATEGORY_NAME_CHARS:
-        raise InvalidInputError(
-            f"category name of {len(shown)} characters is too long: {shown[:40]!r}…",
-            hint=f"use at most {MAX_CATEGORY_NAME_CHARS} characters",
-        )
-    return shown
-
-
 def _create_category(
     conn: Any, scope: str, parent_id: int | None, level: int, name: str, depth: int
 ) -> Category:
-    shown = _check_name(name)
+    shown = check_category_name(name)
     if not 1 <= level <= depth:
         raise InvalidInputError(
             f"category level {level} is outside the hierarchy depth 1..{depth}",
