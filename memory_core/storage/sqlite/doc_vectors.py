@@ -92,12 +92,25 @@ def matching_item_ids(
         args.extend(kinds)
     if "item." not in where:
         # A filter over document fields only: evaluate it once per document, not per chunk.
-        rows = conn.execute(
-            "SELECT item.item_id FROM resource CROSS JOIN item "
-            "ON item.resource_id = resource.resource_id "
-            f"WHERE ({where}) AND {' AND '.join(clauses)} ORDER BY item.item_id",
-            [*params, *args],
-        ).fetchall()
+        resources = [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT resource.resource_id FROM resource WHERE {where}", list(params)
+            )
+        ]
+        rows = []
+        for start in range(0, len(resources), 500):
+            batch = resources[start : start + 500]
+            rows.extend(
+                conn.execute(
+                    f"SELECT item.item_id FROM item WHERE item.resource_id IN "
+                    f"({','.join('?' * len(batch))}) AND {' AND '.join(clauses)}",
+                    [*batch, *args],
+                ).fetchall()
+            )
+        ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        ids.sort()
+        return ids
     else:
         rows = conn.execute(
             "SELECT item.item_id FROM item LEFT JOIN resource "
