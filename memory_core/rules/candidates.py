@@ -8,12 +8,13 @@ SemanticSim for every other candidate from its stored vector.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from memory_core.errors import EmbeddingError
-from memory_core.retrieval.fts import build_match
+from memory_core.retrieval.fts import fts_terms, quote_term
 from memory_core.rules.detection import STOPWORDS
 from memory_core.rules.dictionaries import tokenize
 from memory_core.rules.graph import DIRECTIVE_KIND
@@ -22,11 +23,51 @@ from memory_core.rules.scoring import QueryFeatures, when_to_apply_match
 from memory_core.storage.sqlite import items as item_sql
 from memory_core.storage.sqlite import rules as rules_sql
 
-__all__ = ["SEMANTIC_LOADING", "graph_candidates", "query_vector", "search_arms"]
+__all__ = [
+    "SEMANTIC_LOADING",
+    "graph_candidates",
+    "lexical_queries",
+    "query_vector",
+    "search_arms",
+]
 
 SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
-# Words of the task kept for the OR pass of the lexical arm.
-_OR_TERMS = 8
+# The OR pass computes a bm25 for every row holding any of its words: with common words at
+# 100k directives that is most of the table (100+ ms). Words join it rarest first while the
+# rows they cover stay within this many (a few ms of ranking).
+_OR_MAX_ROWS = 20_000
+# Distinct query terms whose row counts an index remembers (cleared when exceeded).
+_TERM_CACHE_MAX = 50_000
+
+
+def lexical_queries(terms: Sequence[str], rows: Mapping[str, int], *, max_rows: int) -> list[str]:
+    """The MATCH expressions of the lexical arm, in the order to run them (pure).
+
+    Terms no row holds are left out (one of them would empty the AND, and they add nothing
+    to an OR). Then: AND over the remaining terms, which is precise and cheap because FTS5
+    ranks only the rows holding every term; then OR over the rarest terms, added while the
+    rows they cover stay within ``max_rows``. A term more common than that alone is left to
+    the AND pass and the semantic and graph arms.
+
+    Args:
+        terms: the task's FTS terms (stopwords removed), in task order.
+        rows: FTS rows holding each term.
+        max_rows: the most rows the OR pass may rank.
+    """
+    present = sorted((t for t in dict.fromkeys(terms) if rows.get(t, 0) > 0), key=lambda t: rows[t])
+    queries: list[str] = []
+    if len(present) > 1:
+        queries.append(" AND ".join(quote_term(t) for t in present))
+    chosen: list[str] = []
+    covered = 0
+    for term in present:  # rarest first
+        if covered + rows[term] > max_rows:
+            break
+        chosen.append(term)
+        covered += rows[term]
+    if chosen:
+        queries.append(" OR ".join(quote_term(t) for t in chosen))
+    return queries
 
 
 def graph_candidates(
@@ -118,19 +159,23 @@ async def search_arms(
     """
     in_memory = _in_memory_semantic(index, query_vec, k) if query_vec is not None else None
     words = list(dict.fromkeys(t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1))
-    every = build_match(" ".join(words), operator="AND")
-    # OR over every word costs a bm25 per matching row; with frequent words that is most of
-    # the index. The longest words are the likeliest to be rare: keep those for the OR.
-    longest = sorted(words, key=lambda w: (-len(w), words.index(w)))[:_OR_TERMS]
-    some = build_match(" ".join(longest), operator="OR")
+    # The FTS terms of those words ("property-based" is two), as build_match quotes them.
+    terms = fts_terms(" ".join(words))
+    term_rows = index.term_rows
 
     def run(conn: Any) -> tuple[list[int], list[int], dict[int, float]]:
+        unknown = [t for t in terms if t not in term_rows]
+        if unknown:
+            counts = rules_sql.match_row_counts(conn, [quote_term(t) for t in unknown])
+            if len(term_rows) > _TERM_CACHE_MAX:
+                term_rows.clear()
+            term_rows.update(zip(unknown, counts, strict=True))
         lexical: list[int] = []
         # AND first (precise and cheap), then OR to fill up (DESIGN §7).
-        for match in (every, some) if len(words) > 1 else (some,):
-            if match is None or len(lexical) >= k // 2:
-                continue
-            hits = rules_sql.directive_lexical_search(conn, match, scope=scope, limit=k)
+        for match in lexical_queries(terms, term_rows, max_rows=_OR_MAX_ROWS):
+            if len(lexical) >= k // 2:
+                break
+            hits = rules_sql.directive_lexical_hits(conn, match, scope=scope, limit=k)
             lexical += [item_id for item_id, _ in hits if item_id not in lexical]
         lexical = lexical[:k]
         similarity: dict[int, float] = {}

@@ -69,6 +69,8 @@ class DirectiveIndex:
     vector_ids: np.ndarray | None = None
     vectors: np.ndarray | None = None
     vector_row: dict[int, int] = field(default_factory=dict)
+    # FTS rows holding each query term, learnt as queries come (the lexical arm's cost model).
+    term_rows: dict[str, int] = field(default_factory=dict)
 
     def attach_vectors(self, ids: np.ndarray, matrix: np.ndarray) -> None:
         """Keep the directives' embeddings in memory for exact in-process KNN."""

@@ -1,0 +1,97 @@
+"""The lexical arm: which MATCH expressions run, and the fast FTS path agreeing with the join."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memory_core.rules.candidates import lexical_queries
+from memory_core.rules.service import RulesService
+from memory_core.storage.sqlite import rules as rules_sql
+
+pytestmark = pytest.mark.anyio
+
+
+def test_absent_terms_are_dropped_and_and_comes_first() -> None:
+    rows = {"login": 3, "endpoint": 10, "task": 0, "user": 40}
+    queries = lexical_queries(["login", "task", "endpoint", "user"], rows, max_rows=1000)
+    # "task" is in no row: it would empty the AND and adds nothing to the OR.
+    assert queries == [
+        '"login" AND "endpoint" AND "user"',
+        '"login" OR "endpoint" OR "user"',
+    ]
+
+
+def test_the_or_pass_keeps_the_rarest_terms_within_the_row_cap() -> None:
+    rows = {"secure": 37_000, "messages": 14_000, "property": 8_000, "error": 47_000}
+    queries = lexical_queries(["secure", "error", "messages", "property"], rows, max_rows=25_000)
+    assert queries == [
+        '"property" AND "messages" AND "secure" AND "error"',
+        '"property" OR "messages"',
+    ]
+
+
+def test_terms_too_common_for_an_or_pass_leave_only_the_and() -> None:
+    rows = {"error": 47_000, "tests": 42_000}
+    assert lexical_queries(["error", "tests"], rows, max_rows=20_000) == ['"tests" AND "error"']
+    assert lexical_queries(["error"], rows, max_rows=20_000) == []
+
+
+def test_one_term_and_no_terms() -> None:
+    assert lexical_queries(["login"], {"login": 2}, max_rows=10) == ['"login"']
+    assert lexical_queries(["nothing"], {"nothing": 0}, max_rows=10) == []
+    assert lexical_queries([], {}, max_rows=10) == []
+
+
+@given(
+    st.dictionaries(
+        st.text("abcdefgh", min_size=1, max_size=4), st.integers(0, 50_000), max_size=8
+    ),
+    st.integers(1, 60_000),
+)
+def test_or_pass_never_exceeds_the_cap(rows: dict[str, int], cap: int) -> None:
+    queries = lexical_queries(list(rows), rows, max_rows=cap)
+    for query in queries:
+        if " AND " in query:
+            continue
+        terms = [t.strip('"') for t in query.split(" OR ")]
+        assert sum(rows[t] for t in terms) <= cap
+        assert all(rows[t] > 0 for t in terms)
+
+
+async def test_fast_path_matches_the_joined_query(loaded: RulesService, project: Path) -> None:
+    # Other scopes hold the same rules; rows that tie on bm25 come in rowid order, so for the
+    # scope written last they crowd the over-fetched FTS rows and the fast path must fall
+    # back. Either way it has to agree with the exact joined query.
+    for scope in ("crowd-1", "crowd-2", "crowd-3", "crowd-4"):
+        await loaded.upsert_markdown([str(project / "rules")], scope=scope)
+    matches = ['"sessions"', '"login" OR "endpoint"', '"hash" AND "passwords"', '"never"']
+
+    def both(conn: Any) -> list[tuple[Any, Any]]:
+        out = []
+        for match in matches:
+            for scope, limit in itertools.product(("s", "crowd-4"), (1, 2, 30)):
+                out.append(
+                    (
+                        rules_sql.directive_lexical_hits(conn, match, scope=scope, limit=limit),
+                        rules_sql.directive_lexical_search(conn, match, scope=scope, limit=limit),
+                    )
+                )
+        return out
+
+    pairs = await loaded._ctx.store.db.read(both)
+    assert any(fast for fast, _ in pairs)
+    for fast, exact in pairs:
+        assert fast == exact
+
+
+async def test_row_counts_are_per_match(loaded: RulesService) -> None:
+    counts = await loaded._ctx.store.db.read(
+        rules_sql.match_row_counts, ['"passwords"', '"zzzunknown"', '"sessions"']
+    )
+    assert counts[0] >= 1 and counts[1] == 0 and counts[2] >= 1
