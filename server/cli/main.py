@@ -205,6 +205,8 @@ def _print_stats(stats: dict[str, Any]) -> None:
     )
     click.echo(f"migrations   {', '.join(stats['schema_migrations'])}")
     print_table(["table", "rows"], sorted(stats["counts"].items()))
+    if stats.get("documents"):
+        print_table(["documents", "value"], sorted(stats["documents"].items()))
     if stats["items_by_kind"]:
         print_table(["item kind", "items"], sorted(stats["items_by_kind"].items()))
 
@@ -217,7 +219,9 @@ def stats(state: CliState, as_json: bool) -> None:
     started = time.perf_counter()
 
     async def collect(memoir: Any) -> dict[str, Any]:
-        return await memoir.stats()
+        result: dict[str, Any] = await memoir.stats()
+        result["documents"] = (await memoir.documents.stats(scope=None))["documents"]
+        return result
 
     result = state.run(collect, as_json=as_json, create=False, check_embedder=False)
     if as_json:
