@@ -64,6 +64,14 @@ class DirectiveIndex:
     wildcard: list[int] = field(default_factory=list)
     rules_by_authority: dict[str, list[str]] = field(default_factory=dict)
     rules_by_condition_stem: dict[str, set[str]] = field(default_factory=dict)
+    # Rule-level When-to-Apply conditions as postings, so matching a task touches only the
+    # conditions sharing one of its strong words: strong stem -> [(rule id, condition #)],
+    # and per condition its total weight and its weak (generic-verb) terms.
+    condition_postings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    condition_total: dict[tuple[str, int], float] = field(default_factory=dict)
+    condition_weak: dict[tuple[str, int], tuple[tuple[str, float], ...]] = field(
+        default_factory=dict
+    )
     dictionaries: Dictionaries | None = None
     # Stored embeddings, row i belongs to vector_ids[i] (None: no vectors, or too many).
     vector_ids: np.ndarray | None = None
@@ -104,10 +112,14 @@ def build_index(
         )
         for topic in meta.get("authoritative_for") or ():
             index.rules_by_authority.setdefault(topic, []).append(rule.rule_id)
-        for rule_terms in index.rules[rule.rule_id].condition_terms:
+        for number, rule_terms in enumerate(index.rules[rule.rule_id].condition_terms):
+            key = (rule.rule_id, number)
+            index.condition_total[key] = sum(w for _, w in rule_terms)
+            index.condition_weak[key] = tuple((s, w) for s, w in rule_terms if w != 1.0)
             for stem_, weight in rule_terms:
                 if weight == 1.0:  # generic verbs never qualify a condition on their own
                     index.rules_by_condition_stem.setdefault(stem_, set()).add(rule.rule_id)
+                    index.condition_postings.setdefault(stem_, []).append(key)
     terms_cache: dict[str, tuple[tuple[str, float], ...]] = {}
     expanded: dict[tuple[str, ...], frozenset[str]] = {}
     for row in rows:

@@ -23,7 +23,7 @@ from memory_core.errors import (
     NotFoundError,
 )
 from memory_core.models import utc_now
-from memory_core.rules.candidates import graph_candidates, query_vector, search_arms
+from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
     DetectionCache,
@@ -341,19 +341,20 @@ class RulesService:
             task_stems=content_stems(text),
         )
 
-        graph_ids = graph_candidates(
-            index, query_topics, features, limit=self._settings.graph_limit
-        )
-        query_vec, semantic_ok = await query_vector(self._ctx.embedder, text, warnings)
-        lexical_ids, nearest_ids, semantic = await search_arms(
+        arms = await search_arms(
             self._ctx.store.db,
             index,
             text,
             scope,
-            query_vec,
-            graph_ids,
+            self._ctx.embedder,
+            lambda: graph_candidates(
+                index, query_topics, features, limit=self._settings.graph_limit
+            ),
+            warnings,
             k=self._settings.candidate_k,
         )
+        lexical_ids, nearest_ids, graph_ids = arms.lexical, arms.nearest, arms.graph
+        semantic, semantic_ok = arms.similarity, arms.semantic_ok
 
         candidate_ids = set(lexical_ids) | set(nearest_ids) | graph_ids
         candidate_ids &= index.directives.keys()

@@ -1,4 +1,4 @@
-"""The lexical arm: which MATCH expressions run, and the fast FTS path agreeing with the join."""
+"""Candidate search: the lexical arm's MATCH plan, the fast FTS path, condition postings."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_core.rules.candidates import lexical_queries
+from memory_core.rules.candidates import lexical_queries, rule_condition_scores
+from memory_core.rules.index import build_index
+from memory_core.rules.scoring import content_stems, when_to_apply_match
 from memory_core.rules.service import RulesService
 from memory_core.storage.sqlite import rules as rules_sql
+from memory_core.storage.sqlite.rules import RuleRow
 
 pytestmark = pytest.mark.anyio
 
@@ -95,3 +98,34 @@ async def test_row_counts_are_per_match(loaded: RulesService) -> None:
         rules_sql.match_row_counts, ['"passwords"', '"zzzunknown"', '"sessions"']
     )
     assert counts[0] >= 1 and counts[1] == 0 and counts[2] >= 1
+
+
+_WORDS = ["adding", "changing", "login", "session", "token", "migration", "schema", "new", "api"]
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join),
+            max_size=3,
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(st.sampled_from(_WORDS), max_size=5).map(" ".join),
+)
+def test_condition_postings_score_like_matching_each_rule(
+    rules: list[list[str]], task: str
+) -> None:
+    rows = [
+        RuleRow(f"r{n}", f"r{n}", {"when_to_apply": conditions})
+        for n, conditions in enumerate(rules)
+    ]
+    index = build_index(1, [], rows)
+    stems = content_stems(task)
+    expected = {
+        rule_id: score
+        for rule_id, rule in index.rules.items()
+        if (score := when_to_apply_match(rule.condition_terms, stems)[0]) > 0
+    }
+    assert rule_condition_scores(index, stems) == expected
