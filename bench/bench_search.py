@@ -173,7 +173,7 @@ async def latency(size: int, queries_per_kind: int) -> None:
     rng = random.Random(size)
     words = vocabulary(rng)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = load_settings({"search": {"fusion": "rrf"}}, cwd=Path(tmp), environ={})
+        settings = load_settings(cwd=Path(tmp), environ={})
         memoir = await Memoir.open(
             f"sqlite:///{tmp}/bench.db", settings=settings, embedder=create_embedder(f"hash:{DIM}")
         )

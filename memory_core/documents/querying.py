@@ -138,8 +138,7 @@ def _spec_key(hit: Hit, chunk: ChunkRecord) -> tuple[Any, ...]:
 
 
 async def _snapshot(ctx: CoreContext, scope: str) -> str:
-    counts = await ctx.store.db.read(doc_sql.document_counts, scope)  # type: ignore[attr-defined]
-    return str(counts["snapshot"])
+    return str(await ctx.store.db.read(doc_sql.snapshot, scope))  # type: ignore[attr-defined]
 
 
 async def _ranked(
@@ -170,8 +169,17 @@ async def _ranked(
         enough=k,
     )
     db = ctx.store.db  # type: ignore[attr-defined]
-    chunks = await db.read(doc_sql.chunks_by_ids, [h.item_id for h in outcome.hits])
-    pairs = [(h, chunks[h.item_id]) for h in outcome.hits if h.item_id in chunks]
+    # Only the first ``k`` by score (and whatever ties the k-th) can be returned; fetch those,
+    # then apply the spec's tie-breaks, which need the document path and chunk offset.
+    ranked = sorted(outcome.hits, key=lambda h: (-round_score(h.score), h.item_id))
+    if len(ranked) > k:
+        boundary = round_score(ranked[k - 1].score)
+        cut = k
+        while cut < len(ranked) and round_score(ranked[cut].score) == boundary:
+            cut += 1
+        ranked = ranked[:cut]
+    chunks = await db.read(doc_sql.chunks_by_ids, [h.item_id for h in ranked])
+    pairs = [(h, chunks[h.item_id]) for h in ranked if h.item_id in chunks]
     pairs.sort(key=lambda pair: _spec_key(*pair))
     return pairs, outcome
 
@@ -208,7 +216,7 @@ async def run_search(
         results=results,
         stats=StatsOut(
             took_ms=round((time.perf_counter() - started) * 1000, 2),
-            total_hits=len(pairs),
+            total_hits=len(outcome.hits),
             snapshot=await _snapshot(ctx, scope),
         ),
         warnings=list(outcome.warnings),
@@ -260,6 +268,9 @@ async def run_rql(
         wanted = offset + limit
         if parsed.table == "doc":
             wanted = min(10_000, wanted * 4)  # several chunks per document
+        if parsed.order_by and parsed.order_by != "score":
+            # Ordered by a field: order a fixed pool of the best matches, so pages agree.
+            wanted = min(10_000, max(200, wanted * 4))
         pairs, outcome = await _ranked(
             ctx,
             query=query_text,
@@ -286,7 +297,7 @@ async def run_rql(
             )
         elif parsed.order_by == "score" and not parsed.descending:
             rows.reverse()
-        total = len(rows)
+        total = len(rows) if parsed.table == "doc" else len(outcome.hits)
         for hit, chunk in rows[offset : offset + limit]:
             results.append(
                 ResultOut(
@@ -378,7 +389,7 @@ async def run_context(
         context=context,
         stats=StatsOut(
             took_ms=round((time.perf_counter() - started) * 1000, 2),
-            total_hits=len(pairs),
+            total_hits=len(outcome.hits),
             snapshot=await _snapshot(ctx, scope),
         ),
         warnings=list(outcome.warnings),

@@ -36,6 +36,7 @@ __all__ = [
     "live_document",
     "purge_tombstones",
     "replace_document",
+    "snapshot",
     "tombstone_documents",
     "touch_document",
     "vectors_for",
@@ -355,6 +356,16 @@ def document_counts(conn: Any, scope: str | None) -> dict[str, Any]:
         "tombstoned_documents": int(tombstoned),
         "snapshot": snapshot or "",
     }
+
+
+def snapshot(conn: Any, scope: str | None) -> str:
+    """The spec's ``stats.snapshot``: the newest ``doc.mtime`` (empty for an empty store)."""
+    where, params = ("AND scope = ? ", [scope]) if scope is not None else ("", [])
+    row = conn.execute(
+        f"SELECT max(mtime) FROM resource WHERE kind = ? AND deleted = 0 {where}",
+        [DOC_KIND, *params],
+    ).fetchone()
+    return str(row[0] or "")
 
 
 def document_findings(conn: Any) -> dict[str, int]:
