@@ -57,7 +57,7 @@ VOCABULARY = 8000
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def vocabulary(rng: random.Random) -> list[str]:
@@ -234,22 +234,22 @@ async def latency(size: int, queries_per_kind: int) -> None:
                         shortfalls = 0
                         for query in queries:
                             outcome = await timed(
-                                lambda q=query: search(
+                                lambda q=query, m=mode, f=flt: search(
                                     ctx,
                                     q,
                                     scope=SCOPE,
                                     kinds=(CHUNK_KIND,),
                                     k=K,
-                                    mode=mode,
-                                    filter_sql=flt,
+                                    mode=m,
+                                    filter_sql=f,
                                 ),  # type: ignore[arg-type]
                                 ours,
                             )
                             if mode != "lexical" and len(outcome.hits) < K:
                                 shortfalls += 1
                             await timed(
-                                lambda q=query: db.read(
-                                    lambda conn: baseline_sql(conn, base_kind, q, vectors[q], flt)
+                                lambda q=query, b=base_kind, f=flt, v=vectors: db.read(
+                                    lambda conn: baseline_sql(conn, b, q, v[q], f)
                                 ),
                                 base,
                             )
