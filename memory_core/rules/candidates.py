@@ -1,9 +1,12 @@
 """Candidate directives for a task: graph expansion, the lexical arm and the semantic arm.
 
 Graph expansion needs no text match (rules authoritative for a detected topic, rules whose
-When to Apply matches, wildcard directives on a detected topic). The lexical (FTS5, AND first
-then a bounded OR) and semantic (sqlite-vec KNN) arms run in one read, which also computes
-SemanticSim for every other candidate from its stored vector.
+When to Apply matches, wildcard directives on a detected topic). The lexical arm is FTS5: an
+AND over the task's terms that occur at all, then an OR over its rarest terms, sized by how
+many rows each term holds so that common words never make FTS5 rank most of the table. The
+semantic arm is one matrix product with the index's in-memory vectors (sqlite-vec KNN when
+they are not in memory). The lexical statements run in the reader's thread while this one
+embeds, multiplies and expands the graph.
 """
 
 from __future__ import annotations

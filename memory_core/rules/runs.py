@@ -108,6 +108,7 @@ class RunRecorder:
         # atomic, so a drain that runs late (after its caller gave up waiting) writes each
         # queued run exactly once.
         self._queue: deque[tuple[str, str, float, dict[str, Any]]] = deque(maxlen=MAX_QUEUED)
+        self._flushing = anyio.Lock()
 
     @property
     def queued(self) -> int:
@@ -133,14 +134,17 @@ class RunRecorder:
 
     async def flush(self) -> None:
         """Write every queued run in one transaction (errors are logged, not raised)."""
-        if not self._queue:
-            return
-        try:
-            written = await self._db.write(_drain, self._queue)
-        except MemoirError as error:
-            # The answer matters more than its record: report and carry on.
-            _log().warning("query run not recorded", error=error.message)
-            return
+        # One flush at a time: concurrent queries ending together find their runs already
+        # written by the flush they waited for, instead of each committing an empty write.
+        async with self._flushing:
+            if not self._queue:
+                return
+            try:
+                written = await self._db.write(_drain, self._queue)
+            except MemoirError as error:
+                # The answer matters more than its record: report and carry on.
+                _log().warning("query run not recorded", error=error.message)
+                return
         if written > 1:
             _log().debug("query runs recorded", count=written)
 

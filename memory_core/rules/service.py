@@ -3,8 +3,9 @@
 Upsert (Requirement 7) parses rule files, plans graph writes and embeds new directives, then
 writes documents atomically, in batches. Detection (Requirements 2, 6) and ranking
 (Requirements 3, 4, 5) read an in-memory index of the scope's directives that is rebuilt only
-when the graph version changes, so a query costs one lexical statement, one vector KNN and
-some dictionary work.
+when the graph version changes, so a query costs a few FTS5 statements (overlapped with the
+embedding and one matrix product over the in-memory vectors), some dictionary work, and one
+small insert recording the run.
 """
 
 from __future__ import annotations
@@ -88,7 +89,14 @@ class RulesService:
         self._indexes: dict[str, DirectiveIndex] = {}
         self._index_locks: dict[str, anyio.Lock] = {}
         self._detections = DetectionCache(ttl_s=self._settings.detection_cache_ttl_s)
-        self._runs = RunRecorder(ctx.store.db)
+        self._run_recorder: RunRecorder | None = None
+
+    @property
+    def _runs(self) -> RunRecorder:
+        # Made on first use: constructing the service must not touch the store.
+        if self._run_recorder is None:
+            self._run_recorder = RunRecorder(self._ctx.store.db)
+        return self._run_recorder
 
     @property
     def detection_cache(self) -> DetectionCache:

@@ -133,3 +133,12 @@ async def test_old_runs_are_pruned(loaded: RulesService) -> None:
     # Pruning runs every 100th insert and then keeps the newest five.
     assert len(kept) == 5
     assert kept[0].run_id == max(r.run_id for r in kept)
+
+
+async def test_concurrent_queries_record_one_run_each(loaded: RulesService) -> None:
+    tasks = [f"Add a login endpoint for tenant {n}" for n in range(10)]
+    async with anyio.create_task_group() as group:
+        for task in tasks:
+            group.start_soon(lambda t=task: loaded.query_directives(t, scope="s"))
+    runs = await loaded.list_query_runs(scope="s", limit=100)
+    assert sorted(r.payload["task"] for r in runs) == sorted(tasks)
