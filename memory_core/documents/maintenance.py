@@ -16,7 +16,14 @@ from memory_core.storage.sqlite import documents as doc_sql
 if TYPE_CHECKING:
     from memory_core.service import CoreContext
 
-__all__ = ["compact", "doctor_findings", "remove", "stats", "target_kind"]
+__all__ = [
+    "compact",
+    "doctor_findings",
+    "findings_from_counts",
+    "remove",
+    "stats",
+    "target_kind",
+]
 
 
 def target_kind(target: str) -> str:
@@ -103,10 +110,9 @@ async def stats(ctx: CoreContext, *, scope: str | None) -> dict[str, Any]:
     }
 
 
-async def doctor_findings(ctx: CoreContext) -> list[DoctorFinding]:
-    """Document-side checks, each with its fix."""
-    db = ctx.store.db  # type: ignore[attr-defined]
-    counts = await db.read(doc_sql.document_findings)
+def findings_from_counts(counts: dict[str, int]) -> list[DoctorFinding]:
+    """Doctor findings from ``storage.sqlite.documents.document_findings(conn)`` counts (pure,
+    so ``diagnose_file`` can call it on its own connection)."""
     findings: list[DoctorFinding] = []
 
     def check(name: str, bad: int, message: str, fix: str, level: str = "error") -> None:
@@ -148,6 +154,12 @@ async def doctor_findings(ctx: CoreContext) -> list[DoctorFinding]:
         level="warning",
     )
     return findings
+
+
+async def doctor_findings(ctx: CoreContext) -> list[DoctorFinding]:
+    """Document-side checks, each with its fix."""
+    db = ctx.store.db  # type: ignore[attr-defined]
+    return findings_from_counts(await db.read(doc_sql.document_findings))
 
 
 async def compact(ctx: CoreContext) -> dict[str, Any]:
