@@ -42,6 +42,13 @@ def _json_option(fn: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
 
 
+async def _ready(memoir: Any, mode: str) -> None:
+    # A one-shot command waits for the model: the engine's lexical fallback while the
+    # embedder loads exists for servers, and would make every CLI search lexical-only.
+    if mode != "lexical":
+        await memoir.embedder.ensure_loaded()
+
+
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
@@ -231,6 +238,7 @@ def search_command(
             fail(InvalidInputError("--stdin takes no QUERY argument"), as_json=True)
 
         async def run_lines(memoir: Any) -> int:
+            await _ready(memoir, mode)
             failures = 0
             target = _scope(state, scope)
             for line in sys.stdin:
@@ -258,6 +266,7 @@ def search_command(
         )
 
     async def run(memoir: Any) -> Any:
+        await _ready(memoir, mode)
         return await memoir.documents.search(
             query,
             scope=_scope(state, scope),
@@ -295,6 +304,7 @@ def query_command(
             )
 
     async def run(memoir: Any) -> Any:
+        await _ready(memoir, "hybrid")
         return await memoir.documents.query_rql(rql, scope=_scope(state, scope), explain=explain)
 
     response = state.run(run, as_json=as_json)
@@ -330,6 +340,7 @@ def context_command(
     """Assemble a deterministic context window within a token budget, with provenance."""
 
     async def run(memoir: Any) -> Any:
+        await _ready(memoir, "hybrid")
         return await memoir.documents.context(
             query,
             scope=_scope(state, scope),
