@@ -192,7 +192,8 @@ async def search(
                 allowed = await db.read(
                     lambda conn: matching_item_ids(conn, scope, kinds, where, params)
                 )
-            hits = top_k(entry, vector, depth, allowed)
+            # Off the event loop: the lexical arm's result handling need not wait for numpy.
+            hits = await anyio.to_thread.run_sync(top_k, entry, vector, depth, allowed)
             vec_result.append((hits, "cache+filter" if filter_sql else "cache"))
         else:
             result = await db.read(
