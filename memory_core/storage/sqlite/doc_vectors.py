@@ -103,7 +103,8 @@ def matching_item_ids(
             batch = resources[start : start + 500]
             rows.extend(
                 conn.execute(
-                    f"SELECT item.item_id FROM item WHERE item.resource_id IN "
+                    # Without INDEXED BY the planner prefers (scope, kind) and scans them all.
+                    f"SELECT item.item_id FROM item INDEXED BY item_resource WHERE item.resource_id IN "
                     f"({','.join('?' * len(batch))}) AND {' AND '.join(clauses)}",
                     [*batch, *args],
                 ).fetchall()
