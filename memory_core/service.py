@@ -276,6 +276,7 @@ async def diagnose(
                 parsed.path.resolve() if parsed.path else None,
                 driver,
                 configured_embedder=embedder.embedder_id if embedder else None,
+                extra_checks=(_document_checks,),
             )
         )
     if embedder is not None:
@@ -292,6 +293,13 @@ async def diagnose(
         except (MemoirError, EmbeddingError) as exc:
             findings.append(DoctorFinding("embedder", "error", exc.message, fix=exc.hint))
     return DoctorReport(findings)
+
+
+def _document_checks(conn: Any) -> list[DoctorFinding]:
+    from memory_core.documents.maintenance import findings_from_counts
+    from memory_core.storage.sqlite.documents import document_findings
+
+    return findings_from_counts(document_findings(conn))
 
 
 class _SyncProxy:

@@ -212,3 +212,24 @@ async def test_a_file_standing_where_the_folder_should_be_is_a_clear_error(
             f"sqlite:///{blocker}/memoir.db", settings=settings, embedder=create_embedder("hash:8")
         )
     assert str(blocker) in caught.value.message
+
+
+async def test_doctor_runs_the_document_checks_and_reports_orphan_chunks(
+    memoir: Memoir, db_path: Path, settings: Settings
+) -> None:
+    from memory_core.service import diagnose
+    from memory_core.storage.sqlite.driver import select_driver
+
+    await memoir.documents.add_text("a chunk of text about retries", path="virtual/a.md", scope="s")
+    healthy = await diagnose(f"sqlite:///{db_path}", settings, embedder=memoir.embedder)
+    assert {f.check: f.status for f in healthy.findings}["documents.orphan_chunks"] == "ok"
+    await memoir.close()
+
+    raw = select_driver().connect(str(db_path))  # foreign keys off: simulate outside damage
+    raw.execute("DELETE FROM resource")
+    raw.commit()
+    raw.close()
+    report = await diagnose(f"sqlite:///{db_path}", settings, embedder=memoir.embedder)
+    orphan = {f.check: f for f in report.findings}["documents.orphan_chunks"]
+    assert orphan.status == "error" and orphan.fix
+    assert not report.ok

@@ -7,6 +7,7 @@ corrupt, foreign or half-written file yields findings with fixes instead of a tr
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +108,17 @@ def _permissions(path: Path) -> DoctorFinding:
 
 
 def diagnose_file(
-    path: Path | None, driver: SqliteDriver, *, configured_embedder: str | None
+    path: Path | None,
+    driver: SqliteDriver,
+    *,
+    configured_embedder: str | None,
+    extra_checks: Sequence[Callable[[Any], list[DoctorFinding]]] = (),
 ) -> list[DoctorFinding]:
-    """Run every storage check on the file at ``path`` (None: in-memory, nothing to check)."""
+    """Run every storage check on the file at ``path`` (None: in-memory, nothing to check).
+
+    ``extra_checks`` are feature checks (documents, rules…) run on the same connection once the
+    file is known to be a healthy memoir store.
+    """
     from memory_core.storage.sqlite.database import recovery_hint
 
     findings: list[DoctorFinding] = []
@@ -256,6 +265,18 @@ def diagnose_file(
             )
         elif stored is not None:
             findings.append(DoctorFinding("embedder_match", "ok", f"vectors from {stored}"))
+        for check in extra_checks:
+            try:
+                findings += check(conn)
+            except Exception as exc:  # a feature check must not hide the storage findings
+                findings.append(
+                    DoctorFinding(
+                        getattr(check, "__name__", "feature_check"),
+                        "error",
+                        f"check failed: {exc}",
+                        fix="run `memoir doctor --json` and report the finding",
+                    )
+                )
     finally:
         conn.close()
     return findings
