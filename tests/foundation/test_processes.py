@@ -121,11 +121,13 @@ def test_sigkill_in_the_middle_of_writes_leaves_a_consistent_store(tmp_path: Pat
         [sys.executable, str(script), url], env=_env(), stdout=subprocess.PIPE, text=True
     )
     assert child.stdout is not None
-    for _ in range(3):  # wait (bounded by the child's own progress) until a few batches landed
-        line = child.stdout.readline()
-        assert line.startswith("committed"), line
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
+    try:
+        for _ in range(3):  # wait (bounded by the child's own progress) until batches landed
+            line = child.stdout.readline()
+            assert line.startswith("committed"), line
+    finally:  # the writer never stops on its own: kill it even when the wait failed
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
 
     conn = _raw(tmp_path / "killed.db")
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
