@@ -7,6 +7,7 @@ first use). The services above only see this protocol and these values.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -16,16 +17,22 @@ import numpy as np
 from memory_core.errors import InvalidInputError
 
 __all__ = [
+    "CATEGORY_COLUMNS",
+    "CHUNK_COLUMNS",
     "MAX_CATEGORY_NAME_CHARS",
+    "RUN_COLUMNS",
     "Category",
     "HierarchyChunk",
     "HierarchyStore",
     "NewChunk",
+    "category_from_row",
     "check_category_level",
     "check_category_name",
     "check_leaf_row",
     "check_parent_row",
+    "chunk_from_row",
     "normalise_category_name",
+    "run_from_row",
     "vector_blobs",
 ]
 
@@ -213,3 +220,48 @@ def vector_blobs(vectors: Any | None, count: int) -> list[bytes | None]:
             hint="pass one vector per chunk (an array of shape (n, dim))",
         )
     return [row.tobytes() for row in array]
+
+
+# -- row converters: every backend selects these columns in this order ----------------------
+
+CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
+CHUNK_COLUMNS = "chunk_id, uid, category_id, text, token_count, content_hash, created_at"
+RUN_COLUMNS = "run_id, scope, kind, started_at, took_ms, payload"
+
+
+def category_from_row(row: Sequence[Any]) -> Category:
+    """A :class:`Category` from a row of ``CATEGORY_COLUMNS``."""
+    return Category(
+        category_id=int(row[0]),
+        scope=row[1],
+        parent_id=None if row[2] is None else int(row[2]),
+        level=int(row[3]),
+        name=row[4],
+        created_at=row[5],
+        summary=row[6],
+    )
+
+
+def chunk_from_row(row: Sequence[Any]) -> HierarchyChunk:
+    """A :class:`HierarchyChunk` from a row of ``CHUNK_COLUMNS``."""
+    return HierarchyChunk(
+        chunk_id=int(row[0]),
+        uid=row[1],
+        category_id=int(row[2]),
+        text=row[3],
+        token_count=int(row[4]),
+        content_hash=row[5],
+        created_at=row[6],
+    )
+
+
+def run_from_row(row: Sequence[Any]) -> dict[str, Any]:
+    """A run record from a row of ``RUN_COLUMNS`` (payload is JSON text)."""
+    return {
+        "run_id": int(row[0]),
+        "scope": row[1],
+        "kind": row[2],
+        "started_at": row[3],
+        "took_ms": row[4],
+        "payload": json.loads(row[5]),
+    }

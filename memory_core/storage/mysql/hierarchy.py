@@ -19,15 +19,21 @@ import structlog
 
 from memory_core.errors import InvalidInputError, SchemaError
 from memory_core.hierarchy.store import (
+    CATEGORY_COLUMNS,
+    CHUNK_COLUMNS,
+    RUN_COLUMNS,
     Category,
     HierarchyChunk,
     HierarchyStore,
     NewChunk,
+    category_from_row,
     check_category_level,
     check_category_name,
     check_leaf_row,
     check_parent_row,
+    chunk_from_row,
     normalise_category_name,
+    run_from_row,
     vector_blobs,
 )
 from memory_core.models import utc_now
@@ -40,50 +46,12 @@ __all__ = ["MysqlHierarchyStore"]
 log = structlog.get_logger(__name__)
 
 
-_CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
-_CHUNK_COLUMNS = "chunk_id, uid, category_id, text, token_count, content_hash, created_at"
-_RUN_COLUMNS = "run_id, scope, kind, started_at, took_ms, payload"
 _SCHEMA_LOCK_TIMEOUT_S = 30
 _MAX_UID = 255
 
 
 def _name_key(norm_name: str) -> bytes:
     return hashlib.sha256(norm_name.encode("utf-8")).digest()
-
-
-def _category(row: Sequence[Any]) -> Category:
-    return Category(
-        category_id=int(row[0]),
-        scope=row[1],
-        parent_id=None if row[2] is None else int(row[2]),
-        level=int(row[3]),
-        name=row[4],
-        created_at=row[5],
-        summary=row[6],
-    )
-
-
-def _chunk(row: Sequence[Any]) -> HierarchyChunk:
-    return HierarchyChunk(
-        chunk_id=int(row[0]),
-        uid=row[1],
-        category_id=int(row[2]),
-        text=row[3],
-        token_count=int(row[4]),
-        content_hash=row[5],
-        created_at=row[6],
-    )
-
-
-def _run(row: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "run_id": int(row[0]),
-        "scope": row[1],
-        "kind": row[2],
-        "started_at": row[3],
-        "took_ms": row[4],
-        "payload": json.loads(row[5]),
-    }
 
 
 class MysqlHierarchyStore(HierarchyStore):
@@ -151,13 +119,13 @@ class MysqlHierarchyStore(HierarchyStore):
             where.append("level = %s")
             params.append(level)
         sql = (
-            f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE {' AND '.join(where)} "
+            f"SELECT {CATEGORY_COLUMNS} FROM memoir_category WHERE {' AND '.join(where)} "
             "ORDER BY norm_name, category_id"
         )
 
         def read(cursor: Any) -> list[Category]:
             cursor.execute(sql, params)
-            return [_category(row) for row in cursor.fetchall()]
+            return [category_from_row(row) for row in cursor.fetchall()]
 
         return await self.connection.run(read)
 
@@ -166,11 +134,11 @@ class MysqlHierarchyStore(HierarchyStore):
 
         def read(cursor: Any) -> list[Category]:
             cursor.execute(
-                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                f"SELECT {CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
                 "ORDER BY level, COALESCE(parent_id, 0), norm_name, category_id",
                 (scope,),
             )
-            return [_category(row) for row in cursor.fetchall()]
+            return [category_from_row(row) for row in cursor.fetchall()]
 
         return await self.connection.run(read)
 
@@ -211,13 +179,13 @@ class MysqlHierarchyStore(HierarchyStore):
                 (scope, parent_id, level, display, norm, key, utc_now()),
             )
             cursor.execute(
-                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                f"SELECT {CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
                 "AND parent_key = %s AND name_key = %s",
                 (scope, parent_id or 0, key),
             )
             row = cursor.fetchone()
             assert row is not None  # just inserted, or the unique key found its twin
-            return _category(row)
+            return category_from_row(row)
 
         return await self.connection.run(write, write=True)
 
@@ -303,14 +271,14 @@ class MysqlHierarchyStore(HierarchyStore):
         limit = max(1, int(limit))  # as the SQLite store: a page is never empty by request
         if after is None:
             sql = (
-                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                f"SELECT {CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
                 "AND scope = %s ORDER BY created_at, uid LIMIT %s"
             )
             params: tuple[Any, ...] = (category_id, scope, limit)
         else:
             # Spelled out rather than a row comparison, which older MySQL cannot use an index for.
             sql = (
-                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                f"SELECT {CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
                 "AND scope = %s AND (created_at > %s OR (created_at = %s AND uid > %s)) "
                 "ORDER BY created_at, uid LIMIT %s"
             )
@@ -318,7 +286,7 @@ class MysqlHierarchyStore(HierarchyStore):
 
         def read(cursor: Any) -> list[HierarchyChunk]:
             cursor.execute(sql, params)
-            return [_chunk(row) for row in cursor.fetchall()]
+            return [chunk_from_row(row) for row in cursor.fetchall()]
 
         return await self.connection.run(read)
 
@@ -382,11 +350,10 @@ class MysqlHierarchyStore(HierarchyStore):
 
         def read(cursor: Any) -> list[dict[str, Any]]:
             cursor.execute(
-                f"SELECT {_RUN_COLUMNS} FROM memoir_run WHERE {where} "
-                "ORDER BY run_id DESC LIMIT %s",
+                f"SELECT {RUN_COLUMNS} FROM memoir_run WHERE {where} ORDER BY run_id DESC LIMIT %s",
                 params,
             )
-            return [_run(row) for row in cursor.fetchall()]
+            return [run_from_row(row) for row in cursor.fetchall()]
 
         return await self.connection.run(read)
 

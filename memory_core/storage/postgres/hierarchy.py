@@ -19,15 +19,21 @@ import structlog
 
 from memory_core.errors import InvalidInputError, SchemaError
 from memory_core.hierarchy.store import (
+    CATEGORY_COLUMNS,
+    CHUNK_COLUMNS,
+    RUN_COLUMNS,
     Category,
     HierarchyChunk,
     HierarchyStore,
     NewChunk,
+    category_from_row,
     check_category_level,
     check_category_name,
     check_leaf_row,
     check_parent_row,
+    chunk_from_row,
     normalise_category_name,
+    run_from_row,
     vector_blobs,
 )
 from memory_core.models import utc_now
@@ -41,45 +47,6 @@ log = structlog.get_logger(__name__)
 
 
 Conn = psycopg.AsyncConnection[Any]
-
-_CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
-_CHUNK_COLUMNS = "chunk_id, uid, category_id, text, token_count, content_hash, created_at"
-_RUN_COLUMNS = "run_id, scope, kind, started_at, took_ms, payload"
-
-
-def _category(row: Sequence[Any]) -> Category:
-    return Category(
-        category_id=int(row[0]),
-        scope=row[1],
-        parent_id=None if row[2] is None else int(row[2]),
-        level=int(row[3]),
-        name=row[4],
-        created_at=row[5],
-        summary=row[6],
-    )
-
-
-def _chunk(row: Sequence[Any]) -> HierarchyChunk:
-    return HierarchyChunk(
-        chunk_id=int(row[0]),
-        uid=row[1],
-        category_id=int(row[2]),
-        text=row[3],
-        token_count=int(row[4]),
-        content_hash=row[5],
-        created_at=row[6],
-    )
-
-
-def _run(row: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "run_id": int(row[0]),
-        "scope": row[1],
-        "kind": row[2],
-        "started_at": row[3],
-        "took_ms": row[4],
-        "payload": json.loads(row[5]),
-    }
 
 
 def _no_nul(value: str | None, what: str) -> None:
@@ -156,13 +123,13 @@ class PostgresHierarchyStore(HierarchyStore):
             where.append("level = %s")
             params.append(level)
         sql = (
-            f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE {' AND '.join(where)} "
+            f"SELECT {CATEGORY_COLUMNS} FROM memoir_category WHERE {' AND '.join(where)} "
             "ORDER BY norm_name, category_id"
         )
 
         async def read(conn: Conn) -> list[Category]:
             cur = await conn.execute(sql, params)
-            return [_category(row) for row in await cur.fetchall()]
+            return [category_from_row(row) for row in await cur.fetchall()]
 
         return await self.connection.run(read)
 
@@ -171,11 +138,11 @@ class PostgresHierarchyStore(HierarchyStore):
 
         async def read(conn: Conn) -> list[Category]:
             cur = await conn.execute(
-                f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                f"SELECT {CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
                 "ORDER BY level, COALESCE(parent_id, 0), norm_name, category_id",
                 (scope,),
             )
-            return [_category(row) for row in await cur.fetchall()]
+            return [category_from_row(row) for row in await cur.fetchall()]
 
         return await self.connection.run(read)
 
@@ -213,19 +180,19 @@ class PostgresHierarchyStore(HierarchyStore):
             cur = await conn.execute(
                 "INSERT INTO memoir_category (scope, parent_id, level, name, norm_name, "
                 "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING "
-                f"RETURNING {_CATEGORY_COLUMNS}",
+                f"RETURNING {CATEGORY_COLUMNS}",
                 (scope, parent_id, level, display, norm, utc_now()),
             )
             row = await cur.fetchone()
             if row is None:  # a twin exists (perhaps created a moment ago by another writer)
                 cur = await conn.execute(
-                    f"SELECT {_CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
+                    f"SELECT {CATEGORY_COLUMNS} FROM memoir_category WHERE scope = %s "
                     "AND COALESCE(parent_id, 0) = %s AND norm_name = %s",
                     (scope, parent_id or 0, norm),
                 )
                 row = await cur.fetchone()
                 assert row is not None  # the unique index said it is there
-            return _category(row)
+            return category_from_row(row)
 
         return await self.connection.run(write, write=True)
 
@@ -307,13 +274,13 @@ class PostgresHierarchyStore(HierarchyStore):
         limit = max(1, int(limit))  # as the SQLite store: a page is never empty by request
         if after is None:
             sql = (
-                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                f"SELECT {CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
                 "AND scope = %s ORDER BY created_at, uid LIMIT %s"
             )
             params: tuple[Any, ...] = (category_id, scope, limit)
         else:
             sql = (
-                f"SELECT {_CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
+                f"SELECT {CHUNK_COLUMNS} FROM memoir_chunk WHERE category_id = %s "
                 "AND scope = %s AND (created_at, uid) > (%s, %s) "
                 "ORDER BY created_at, uid LIMIT %s"
             )
@@ -321,7 +288,7 @@ class PostgresHierarchyStore(HierarchyStore):
 
         async def read(conn: Conn) -> list[HierarchyChunk]:
             cur = await conn.execute(sql, params)
-            return [_chunk(row) for row in await cur.fetchall()]
+            return [chunk_from_row(row) for row in await cur.fetchall()]
 
         return await self.connection.run(read)
 
@@ -384,11 +351,10 @@ class PostgresHierarchyStore(HierarchyStore):
 
         async def read(conn: Conn) -> list[dict[str, Any]]:
             cur = await conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM memoir_run WHERE {where} "
-                "ORDER BY run_id DESC LIMIT %s",
+                f"SELECT {RUN_COLUMNS} FROM memoir_run WHERE {where} ORDER BY run_id DESC LIMIT %s",
                 params,
             )
-            return [_run(row) for row in await cur.fetchall()]
+            return [run_from_row(row) for row in await cur.fetchall()]
 
         return await self.connection.run(read)
 

@@ -17,10 +17,12 @@ import numpy as np
 
 from memory_core.errors import InvalidInputError
 from memory_core.hierarchy.store import (
+    CATEGORY_COLUMNS,
     MAX_CATEGORY_NAME_CHARS,
     Category,
     HierarchyChunk,
     NewChunk,
+    category_from_row,
     check_category_name,
     normalise_category_name,
 )
@@ -31,27 +33,14 @@ from memory_core.storage.sqlite.store import SqliteStore
 __all__ = ["CHUNK_KIND", "MAX_CATEGORY_NAME_CHARS", "SqliteHierarchyStore"]
 
 CHUNK_KIND = "hierarchy_chunk"
-_CATEGORY_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary"
-
-
-def _row_to_category(row: Sequence[Any]) -> Category:
-    return Category(
-        category_id=int(row[0]),
-        scope=row[1],
-        parent_id=None if row[2] is None else int(row[2]),
-        level=int(row[3]),
-        name=row[4],
-        created_at=row[5],
-        summary=row[6],
-    )
 
 
 def _get_category(conn: Any, scope: str, category_id: int) -> Category | None:
     row = conn.execute(
-        f"SELECT {_CATEGORY_COLUMNS} FROM category WHERE category_id = ? AND scope = ?",
+        f"SELECT {CATEGORY_COLUMNS} FROM category WHERE category_id = ? AND scope = ?",
         (category_id, scope),
     ).fetchone()
-    return None if row is None else _row_to_category(row)
+    return None if row is None else category_from_row(row)
 
 
 def _children(conn: Any, scope: str, parent_id: int | None, level: int | None) -> list[Category]:
@@ -61,20 +50,20 @@ def _children(conn: Any, scope: str, parent_id: int | None, level: int | None) -
         where.append("level = ?")
         params.append(level)
     rows = conn.execute(
-        f"SELECT {_CATEGORY_COLUMNS} FROM category WHERE {' AND '.join(where)} "
+        f"SELECT {CATEGORY_COLUMNS} FROM category WHERE {' AND '.join(where)} "
         "ORDER BY norm_name, category_id",
         params,
     ).fetchall()
-    return [_row_to_category(r) for r in rows]
+    return [category_from_row(r) for r in rows]
 
 
 def _all_categories(conn: Any, scope: str) -> list[Category]:
     rows = conn.execute(
-        f"SELECT {_CATEGORY_COLUMNS} FROM category WHERE scope = ? "
+        f"SELECT {CATEGORY_COLUMNS} FROM category WHERE scope = ? "
         "ORDER BY level, ifnull(parent_id, 0), norm_name, category_id",
         (scope,),
     ).fetchall()
-    return [_row_to_category(r) for r in rows]
+    return [category_from_row(r) for r in rows]
 
 
 def _count_categories(conn: Any, scope: str) -> int:
@@ -113,11 +102,11 @@ def _create_category(
         (scope, parent_id, level, shown, norm, utc_now()),
     )
     row = conn.execute(
-        f"SELECT {_CATEGORY_COLUMNS} FROM category "
+        f"SELECT {CATEGORY_COLUMNS} FROM category "
         "WHERE scope = ? AND ifnull(parent_id, 0) = ? AND norm_name = ?",
         (scope, parent_id or 0, norm),
     ).fetchone()
-    return _row_to_category(row)
+    return category_from_row(row)
 
 
 def _add_chunks(
