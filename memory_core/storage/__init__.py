@@ -1,31 +1,56 @@
-"""Storage: the only package with SQL and database drivers.
+"""Storage: the ports every backend implements, and the one place that picks a backend.
 
-``open_store`` turns a URL into an open :class:`Store` for its backend.
+:func:`open_store` is the composition root of storage: it turns a URL into an open
+:class:`~memory_core.storage.ports.Store`, importing only the backend the URL names. Nothing
+outside ``memory_core.storage`` imports a backend module (an import-linter contract).
 """
 
 from __future__ import annotations
 
-from memory_core.config import StorageSettings
+from memory_core.config import SearchSettings, StorageSettings
 from memory_core.errors import ConfigError
-from memory_core.storage.base import Store
+from memory_core.scope import DEFAULT_SCOPE_SCHEMA, ScopeSchema
+from memory_core.storage.ports import Store
 from memory_core.storage.url import DatabaseURL, parse_database_url
 
-__all__ = ["DatabaseURL", "Store", "create_store", "parse_database_url"]
+__all__ = ["DatabaseURL", "Store", "create_store", "open_store", "parse_database_url"]
 
 
-def create_store(url: str | DatabaseURL, settings: StorageSettings | None = None) -> Store:
+def create_store(
+    url: str | DatabaseURL,
+    settings: StorageSettings | None = None,
+    *,
+    search: SearchSettings | None = None,
+    scope_schema: ScopeSchema = DEFAULT_SCOPE_SCHEMA,
+) -> Store:
     """An unopened store for ``url`` (call ``await store.open()``).
 
     Raises:
-        ConfigError: the URL's backend has no full store implementation.
+        ConfigError: the URL names a backend that cannot hold a full store.
     """
     parsed = parse_database_url(url) if isinstance(url, str) else url
     if parsed.backend == "sqlite":
         from memory_core.storage.sqlite.store import SqliteStore
 
-        return SqliteStore(parsed, settings)
+        return SqliteStore(parsed, settings, search=search, scope_schema=scope_schema)
     raise ConfigError(
-        f"the {parsed.backend} backend serves the category hierarchy only "
-        f"({parsed.redacted()}); the full store needs SQLite",
-        hint="use a sqlite:///path/to/memoir.db URL for documents, rules and memories",
+        f"the {parsed.backend} backend does not implement the full store yet ({parsed.redacted()})",
+        hint="use a sqlite:///path/to/memoir.db URL",
     )
+
+
+async def open_store(
+    url: str | DatabaseURL,
+    settings: StorageSettings | None = None,
+    *,
+    search: SearchSettings | None = None,
+    scope_schema: ScopeSchema = DEFAULT_SCOPE_SCHEMA,
+    create: bool = True,
+) -> Store:
+    """:func:`create_store`, opened (schema created or migrated).
+
+    Raises:
+        ConfigError, DatabaseUnavailableError, DatabaseCorruptError, SchemaError.
+    """
+    store = create_store(url, settings, search=search, scope_schema=scope_schema)
+    return await store.open(create=create)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_core.documents.globbing import glob_match
+from memory_core.globbing import glob_match
 from memory_core.service import Memoir
 from memory_core.storage.sqlite.doc_filters import like_to_glob
 

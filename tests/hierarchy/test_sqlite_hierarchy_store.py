@@ -64,7 +64,12 @@ async def test_chunks_link_only_to_leaf_categories(memoir: Memoir) -> None:
     ids = await store.add_chunks("s", leaf, [chunk("u1", "text one", "2026-01-01T00:00:00")])
     assert len(ids) == 1
     # Chunks are shared-store items: the lexical index finds them.
-    hits = await memoir.store.lexical_search('"one"', scope="s", kinds=[CHUNK_KIND])
+    from memory_core.scope import Scope
+    from memory_core.storage.ports import LexicalQuery
+
+    hits = await memoir.store.read(
+        lambda tx: tx.lexical.search(LexicalQuery(("one",)), Scope.of("s"), kinds=[CHUNK_KIND])
+    )
     assert [h.item_id for h in hits] == ids
 
 

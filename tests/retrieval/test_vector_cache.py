@@ -41,7 +41,7 @@ async def test_cache_serves_fresh_vectors_and_is_dropped_on_change(tmp_path: Pat
         await docs.add_text("zeta eta theta", path="a.md", scope="s")  # replaces a.md's chunk
         after = await search(ctx, "alpha beta", scope="s", kinds=["chunk"], k=2, mode="semantic")
         assert after.vector_strategy != "cache"  # the stamp moved: vec0 answers meanwhile
-        live = await memoir.store.get_items([h.item_id for h in after.hits])
+        live = await memoir.store.read(lambda tx: tx.items.get([h.item_id for h in after.hits]))
         assert "alpha beta gamma" not in {item.text for item in live.values()}
         assert cold_ids != {h.item_id for h in after.hits}
     finally:

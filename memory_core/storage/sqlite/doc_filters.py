@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_core.documents.fel import And, Comparison, Expr, InList, Not, Or
-from memory_core.documents.globbing import glob_to_regex
+from memory_core.globbing import glob_to_regex
 
 __all__ = ["COLUMNS", "compile_filter", "like_to_glob", "register_functions"]
 
