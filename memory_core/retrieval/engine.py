@@ -192,10 +192,10 @@ class SearchEngine:
         semantic_text = request.text if request.semantic_text is None else request.semantic_text
         use_lexical = request.mode in ("hybrid", "lexical") and bool(lexical_text.strip())
         use_semantic = request.mode in ("hybrid", "semantic") and bool(semantic_text.strip())
-        if use_semantic and not await self._ready(request.wait_for_embedder):
-            if request.mode == "hybrid":
-                use_semantic = False
-                arms.warnings.append(EMBEDDER_LOADING)
+        hybrid = request.mode == "hybrid"
+        if use_semantic and hybrid and not await self._ready(request.wait_for_embedder):
+            use_semantic = False
+            arms.warnings.append(EMBEDDER_LOADING)
         plan: tuple[LexicalQuery, ...] = ()
         if use_lexical:
             if request.plan is not None:
