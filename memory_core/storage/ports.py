@@ -63,11 +63,13 @@ __all__ = [
     "GraphRepository",
     "ItemOrder",
     "ItemRepository",
+    "ItemTotals",
     "LexicalIndex",
     "LexicalQuery",
     "LogRepository",
     "MetaRepository",
     "ResourceRepository",
+    "ResourceTotals",
     "ResourceUpdate",
     "Store",
     "TombstoneRepository",
@@ -111,6 +113,20 @@ class VectorHits:
 
     hits: list[ScoredId]
     strategy: str  # e.g. knn, knn+filter, exact+filter, cache, hnsw
+
+
+@dataclass(frozen=True, slots=True)
+class ItemTotals:
+    items: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTotals:
+    live: int
+    deleted: int
+    bytes: int  # summed ``size`` of live resources
+    newest_mtime: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +186,7 @@ class ItemRepository(Protocol):
 
     def find(
         self,
-        scope: Scope,
+        scope: Scope | None,
         *,
         kinds: Sequence[ItemKind] = (),
         where: Filter | None = None,
@@ -179,8 +195,27 @@ class ItemRepository(Protocol):
         limit: int = 100,
         meta_keys: Sequence[str] | None = None,
     ) -> list[Item]:
-        """Live items of ``scope`` matching kinds and filter, in ``order``, one page
-        (``meta_keys`` as in :meth:`get`)."""
+        """Live items of ``scope`` (None: every scope, for exports and admin) matching kinds
+        and filter, in ``order``, one page (``meta_keys`` as in :meth:`get`)."""
+        ...
+
+    def select(
+        self,
+        scope: Scope,
+        *,
+        kinds: Sequence[ItemKind] = (),
+        where: Filter | None = None,
+        order_by: str | None = None,
+        descending: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[int], int]:
+        """A page of item ids ordered by a catalog field (``memory_core.filters.FIELDS``;
+        None: item id), and how many items match in all (a structured query, no ranking)."""
+        ...
+
+    def totals(self, scope: Scope | None, *, kinds: Sequence[ItemKind] = ()) -> ItemTotals:
+        """How many live items, and their stored token counts summed."""
         ...
 
     def count(
@@ -276,7 +311,7 @@ class ResourceRepository(Protocol):
 
     def find(
         self,
-        scope: Scope,
+        scope: Scope | None,
         *,
         kinds: Sequence[ResourceKind] = (),
         uri: str | None = None,
@@ -286,8 +321,30 @@ class ResourceRepository(Protocol):
         include_deleted: bool = False,
         limit: int | None = None,
     ) -> list[Resource]:
-        """Resources of ``scope`` matching every given condition, by (uri, resource_id)."""
+        """Resources of ``scope`` (None: every scope) matching every given condition, ordered
+        by (scope, uri, resource_id)."""
         ...
+
+    def select(
+        self,
+        scope: Scope,
+        *,
+        kinds: Sequence[ResourceKind] = (),
+        item_kinds: Sequence[ItemKind] = (),
+        where: Filter | None = None,
+        order_by: str | None = None,
+        descending: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[int], int]:
+        """A page of live resource ids that match ``where`` by their own fields or through
+        any of their live items of ``item_kinds``, ordered by a catalog field (the largest
+        value over their items for ``item.*`` fields; None: resource id), and the total."""
+        ...
+
+    def totals(
+        self, scope: Scope | None, *, kinds: Sequence[ResourceKind] = ()
+    ) -> ResourceTotals: ...
 
     def update(self, resource_id: int, update: ResourceUpdate) -> bool: ...
 

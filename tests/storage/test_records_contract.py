@@ -239,3 +239,50 @@ async def test_meta_values_and_counters(store: Store) -> None:
     assert await store.read(lambda tx: tx.meta.get("missing")) is None
     assert [await store.write(lambda tx: tx.meta.bump("counter")) for _ in range(3)] == [1, 2, 3]
     assert (await store.read(lambda tx: tx.meta.all()))["k"] == "v2"
+
+
+async def test_structured_selects_order_page_and_count(store: Store, scope: Scope) -> None:
+    from memory_core.filters import Compare
+
+    res = await store.write(
+        lambda tx: [
+            tx.resources.add(resource(scope, f"d{i}", f"docs/{name}.md", mtime=f"2026-0{i + 1}-01", size=10))
+            for i, name in enumerate(["b", "a", "c"])
+        ]
+    )
+    await store.write(
+        lambda tx: tx.items.add(
+            [
+                NewItem(uid=f"i{n}", kind="chunk", text="x " * (n + 1), token_count=n + 1, scope=scope, resource_id=res[n % 3])
+                for n in range(6)
+            ]
+        )
+    )
+    ids, total = await store.read(
+        lambda tx: tx.items.select(scope, kinds=["chunk"], order_by="item.token_count", descending=True, limit=2, offset=1)
+    )
+    items = await store.read(lambda tx: tx.items.get(ids))
+    assert total == 6 and [items[i].token_count for i in ids] == [5, 4]
+    only_a, total_a = await store.read(
+        lambda tx: tx.items.select(scope, where=Compare("resource.uri", "=", "docs/a.md"))
+    )
+    assert total_a == 2 and len(only_a) == 2
+    docs, docs_total = await store.read(
+        lambda tx: tx.resources.select(
+            scope, kinds=["document"], item_kinds=["chunk"], where=Compare("item.token_count", ">=", 5), order_by="resource.uri"
+        )
+    )
+    found = await store.read(lambda tx: tx.resources.get(docs))
+    assert docs_total == 2 and [found[d].uri for d in docs] == ["docs/a.md", "docs/c.md"]
+    by_max, _ = await store.read(
+        lambda tx: tx.resources.select(scope, item_kinds=["chunk"], order_by="item.token_count", descending=True)
+    )
+    assert by_max == [res[2], res[1], res[0]]  # largest chunk of each: 6, 5, 4
+    totals = await store.read(lambda tx: tx.items.totals(scope, kinds=["chunk"]))
+    assert (totals.items, totals.tokens) == (6, 21)
+    await store.write(lambda tx: tx.resources.update(res[0], ResourceUpdate(deleted=True)))
+    rt = await store.read(lambda tx: tx.resources.totals(scope, kinds=["document"]))
+    assert (rt.live, rt.deleted, rt.bytes, rt.newest_mtime) == (2, 1, 20, "2026-03-01")
+    everywhere = await store.read(lambda tx: tx.resources.find(None, include_deleted=True))
+    assert len(everywhere) == 3
+    assert len(await store.read(lambda tx: tx.items.find(None, kinds=["chunk"]))) == 6

@@ -21,6 +21,7 @@ from memory_core.filters import (
     Not,
     Or,
     check_filter,
+    field_type,
     iter_fields,
     meta_key,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "CompiledFilter",
     "compile_filter",
     "like_to_glob",
+    "order_column",
     "register_functions",
 ]
 
@@ -94,6 +96,16 @@ def _memoir_glob(pattern: Any, value: Any) -> int | None:
 def register_functions(conn: Any) -> None:
     """Install ``memoir_glob(pattern, value)`` on ``conn`` (cheap; idempotent)."""
     conn.create_function("memoir_glob", 2, _memoir_glob, deterministic=True)
+
+
+def order_column(name: str) -> str:
+    """The SQL expression of a catalog field, for ORDER BY (checked against the catalog).
+
+    Raises:
+        InvalidInputError: not a known field.
+    """
+    field_type(name)
+    return _column(name)
 
 
 def _column(name: str) -> str:

@@ -19,8 +19,8 @@ from memory_core.filters import Filter
 from memory_core.kinds import ItemKind
 from memory_core.models import Item, ItemUpdate, NewItem, content_hash, utc_now
 from memory_core.scope import Scope
-from memory_core.storage.ports import ItemOrder
-from memory_core.storage.sqlite.filter_sql import compile_filter, register_functions
+from memory_core.storage.ports import ItemOrder, ItemTotals
+from memory_core.storage.sqlite.filter_sql import compile_filter, order_column, register_functions
 
 __all__ = [
     "ITEM_COLUMNS",
@@ -417,7 +417,7 @@ class SqliteItems:
 
     def find(
         self,
-        scope: Scope,
+        scope: Scope | None,
         *,
         kinds: Sequence[ItemKind] = (),
         where: Filter | None = None,
@@ -449,6 +449,45 @@ class SqliteItems:
             (*params, max(0, int(limit))),
         ).fetchall()
         return [row_to_item(r, json.loads(r[24])) for r in rows]
+
+    def select(
+        self,
+        scope: Scope,
+        *,
+        kinds: Sequence[ItemKind] = (),
+        where: Filter | None = None,
+        order_by: str | None = None,
+        descending: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[int], int]:
+        clause, params = scope_kind_where(scope, kinds)
+        if where is not None:
+            compiled = compile_filter(where)
+            if compiled.needs_glob:
+                register_functions(self._conn)
+            clause += f" AND ({compiled.sql})"
+            params.extend(compiled.params)
+        base = (
+            "FROM item LEFT JOIN resource ON resource.resource_id = item.resource_id "
+            f"WHERE {clause} AND ifnull(resource.deleted, 0) = 0"
+        )
+        direction = "DESC" if descending else "ASC"
+        order = f"{order_column(order_by)} {direction}, " if order_by else ""
+        total = int(self._conn.execute(f"SELECT count(*) {base}", params).fetchone()[0])
+        rows = self._conn.execute(
+            f"SELECT item.item_id {base} ORDER BY {order}item.item_id LIMIT ? OFFSET ?",
+            (*params, max(0, int(limit)), max(0, int(offset))),
+        ).fetchall()
+        return [int(r[0]) for r in rows], total
+
+    def totals(self, scope: Scope | None, *, kinds: Sequence[ItemKind] = ()) -> ItemTotals:
+        clause, params = scope_kind_where(scope, kinds)
+        count, tokens = self._conn.execute(
+            f"SELECT count(*), coalesce(sum(item.token_count), 0) FROM item WHERE {clause}",
+            params,
+        ).fetchone()
+        return ItemTotals(int(count), int(tokens))
 
     def count(
         self, scope: Scope | None, *, kinds: Sequence[ItemKind] = (), where: Filter | None = None

@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_core.errors import InvalidInputError
-from memory_core.kinds import ResourceKind
+from memory_core.filters import Filter
+from memory_core.kinds import ItemKind, ResourceKind
 from memory_core.models import NewResource, Resource, utc_now
 from memory_core.scope import Scope
-from memory_core.storage.ports import ResourceUpdate
+from memory_core.storage.ports import ResourceTotals, ResourceUpdate
+from memory_core.storage.sqlite.filter_sql import compile_filter, order_column, register_functions
 from memory_core.storage.sqlite.items import delete_items
 
 __all__ = ["RESOURCE_COLUMNS", "SqliteResources", "row_to_resource"]
@@ -108,7 +110,7 @@ class SqliteResources:
 
     def find(
         self,
-        scope: Scope,
+        scope: Scope | None,
         *,
         kinds: Sequence[ResourceKind] = (),
         uri: str | None = None,
@@ -118,7 +120,11 @@ class SqliteResources:
         include_deleted: bool = False,
         limit: int | None = None,
     ) -> list[Resource]:
-        clauses, params = ["scope = ?"], [scope.key]
+        clauses: list[str] = ["1"]
+        params: list[Any] = []
+        if scope is not None:
+            clauses.append("scope = ?")
+            params.append(scope.key)
         if kinds:
             clauses.append(f"kind IN ({','.join('?' * len(kinds))})")
             params.extend(kinds)
@@ -127,10 +133,10 @@ class SqliteResources:
             params.append(uri)
         if uri_prefix is not None:
             clauses.append("substr(uri, 1, ?) = ?")
-            params.extend([len(uri_prefix), uri_prefix])  # type: ignore[list-item]
+            params.extend([len(uri_prefix), uri_prefix])
         if uid_prefix is not None:
             clauses.append("substr(uid, 1, ?) = ?")
-            params.extend([len(uid_prefix), uid_prefix])  # type: ignore[list-item]
+            params.extend([len(uid_prefix), uid_prefix])
         for key, value in (meta or {}).items():
             _check_meta_key(key)
             # Matches the expression index resource_scope_kind_rule for '$.rule_id'.
@@ -138,10 +144,75 @@ class SqliteResources:
             params.append(value)
         if not include_deleted:
             clauses.append("deleted = 0")
-        sql = " AND ".join(clauses) + " ORDER BY uri, resource_id"
+        sql = " AND ".join(clauses) + " ORDER BY scope, uri, resource_id"
         if limit is not None:
             sql += f" LIMIT {max(0, int(limit))}"
         return self._select(sql, params)
+
+    def select(
+        self,
+        scope: Scope,
+        *,
+        kinds: Sequence[ResourceKind] = (),
+        item_kinds: Sequence[ItemKind] = (),
+        where: Filter | None = None,
+        order_by: str | None = None,
+        descending: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[int], int]:
+        join_on = "item.resource_id = resource.resource_id AND item.deleted = 0"
+        params: list[Any] = []
+        if item_kinds:
+            join_on += f" AND item.kind IN ({','.join('?' * len(item_kinds))})"
+            params.extend(item_kinds)
+        clauses = ["resource.scope = ?", "resource.deleted = 0"]
+        params.append(scope.key)
+        if kinds:
+            clauses.append(f"resource.kind IN ({','.join('?' * len(kinds))})")
+            params.extend(kinds)
+        if where is not None:
+            compiled = compile_filter(where)
+            if compiled.needs_glob:
+                register_functions(self._conn)
+            clauses.append(f"({compiled.sql})")
+            params.extend(compiled.params)
+        source = f"FROM resource LEFT JOIN item ON {join_on} WHERE {' AND '.join(clauses)}"
+        total = int(
+            self._conn.execute(
+                f"SELECT count(DISTINCT resource.resource_id) {source}", params
+            ).fetchone()[0]
+        )
+        order = ""
+        if order_by:
+            column = order_column(order_by)
+            aggregate = f"max({column})" if order_by.startswith("item.") else column
+            order = f"{aggregate} {'DESC' if descending else 'ASC'}, "
+        rows = self._conn.execute(
+            f"SELECT resource.resource_id {source} GROUP BY resource.resource_id "
+            f"ORDER BY {order}resource.resource_id LIMIT ? OFFSET ?",
+            (*params, max(0, int(limit)), max(0, int(offset))),
+        ).fetchall()
+        return [int(r[0]) for r in rows], total
+
+    def totals(
+        self, scope: Scope | None, *, kinds: Sequence[ResourceKind] = ()
+    ) -> ResourceTotals:
+        clauses, params = ["1"], []
+        if scope is not None:
+            clauses.append("scope = ?")
+            params.append(scope.key)
+        if kinds:
+            clauses.append(f"kind IN ({','.join('?' * len(kinds))})")
+            params.extend(kinds)
+        live, deleted, size, newest = self._conn.execute(
+            "SELECT sum(deleted = 0), sum(deleted = 1), "
+            "coalesce(sum(CASE WHEN deleted = 0 THEN size END), 0), "
+            "max(CASE WHEN deleted = 0 THEN mtime END) "
+            f"FROM resource WHERE {' AND '.join(clauses)}",
+            params,
+        ).fetchone()
+        return ResourceTotals(int(live or 0), int(deleted or 0), int(size or 0), newest)
 
     def update(self, resource_id: int, update: ResourceUpdate) -> bool:
         columns: list[str] = []
