@@ -26,7 +26,9 @@ __all__ = [
     "GLOBAL",
     "GLOBAL_SCOPE",
     "Scope",
+    "ScopeLike",
     "ScopeSchema",
+    "as_scope",
     "find_project_root",
     "project_scope",
     "resolve_scope",
@@ -158,6 +160,18 @@ class Scope:
 
 
 GLOBAL = Scope.of(GLOBAL_SCOPE)
+
+ScopeLike = Scope | str
+"""What the public API accepts: a :class:`Scope`, or one value of the default schema."""
+
+
+def as_scope(value: ScopeLike) -> Scope:
+    """``value`` as a :class:`Scope` (validated when given as a string).
+
+    Raises:
+        InvalidInputError: an invalid scope string.
+    """
+    return value if isinstance(value, Scope) else Scope.of(value)
 
 
 def find_project_root(start: Path) -> Path:

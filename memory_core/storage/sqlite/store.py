@@ -17,6 +17,7 @@ from memory_core.models import DoctorFinding, StoreStats
 from memory_core.scope import DEFAULT_SCOPE_SCHEMA, Scope, ScopeSchema
 from memory_core.storage.ports import ALL_CAPABILITIES, BackendName, Capability, Tx, VectorHits
 from memory_core.storage.sqlite import items as item_sql
+from memory_core.storage.sqlite.consistency import consistency_findings
 from memory_core.storage.sqlite.database import SqliteDatabase
 from memory_core.storage.sqlite.driver import load_vec_extension
 from memory_core.storage.sqlite.health import collect_stats, diagnose_file
@@ -230,7 +231,10 @@ class SqliteStore:
     async def diagnose(self, *, configured_embedder: str | None) -> list[DoctorFinding]:
         return await anyio.to_thread.run_sync(
             lambda: diagnose_file(
-                self.db.path, self.db.driver, configured_embedder=configured_embedder
+                self.db.path,
+                self.db.driver,
+                configured_embedder=configured_embedder,
+                extra_checks=(consistency_findings,),
             )
         )
 
