@@ -182,7 +182,12 @@ async def add_paths(
         doc_tags = tag_tuple or (existing.tags if existing else ())
         doc_source = source if source is not None else (existing.source if existing else None)
         same_text = existing is not None and existing.doc_id == doc_id
-        if same_text and existing.tags == doc_tags and existing.source == doc_source:
+        if (
+            existing is not None
+            and same_text
+            and existing.tags == doc_tags
+            and existing.source == doc_source
+        ):
             if existing.mtime != file.mtime or existing.size != file.size:
                 rid, mtime, size = existing.resource_id, file.mtime, file.size
                 await ctx.store.write(
@@ -242,7 +247,12 @@ async def add_text(
     same_text = existing is not None and existing.doc_id == doc_id
     tag_tuple = tag_tuple or (existing.tags if existing else ())
     source = source if source is not None else (existing.source if existing else None)
-    if same_text and existing.tags == tag_tuple and existing.source == source:
+    if (
+        existing is not None
+        and same_text
+        and existing.tags == tag_tuple
+        and existing.source == source
+    ):
         _tally(report, DocumentChange(path=uri, doc_id=doc_id, status="unchanged"))
         return report
     doc = NewDocument(
