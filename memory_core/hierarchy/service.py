@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from memory_core.llm.agents import HierarchyAgents
     from memory_core.llm.offline import OfflineModel
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
 __all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
 

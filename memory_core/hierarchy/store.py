@@ -70,7 +70,8 @@ class HierarchyChunk:
 class HierarchyStore(Protocol):
     """Categories, chunks linked to leaf categories, and query-run records, per scope."""
 
-    backend: str
+    @property
+    def backend(self) -> str: ...
 
     async def open(self) -> HierarchyStore:
         """Connect and create tables and indexes if they do not exist (idempotent)."""

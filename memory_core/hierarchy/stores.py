@@ -9,7 +9,7 @@ from memory_core.hierarchy.store import HierarchyStore
 from memory_core.storage.url import parse_database_url
 
 if TYPE_CHECKING:
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
 __all__ = ["create_hierarchy_store"]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from memory_core.errors import EmbeddingError, InvalidInputError
 from memory_core.filters import Filter
-from memory_core.kinds import ItemKind
+from memory_core.kinds import ItemKind, check_item_kind
 from memory_core.models import Item, ItemUpdate, NewItem, content_hash, utc_now
 from memory_core.scope import Scope
 from memory_core.storage.ports import ItemOrder, ItemTotals
@@ -556,10 +556,8 @@ def vector_search(
     from memory_core.models import ScoredId
     from memory_core.storage.sqlite.vectors import SqliteVectors
 
+    wanted = [check_item_kind(kind) for kind in kinds]
     found = SqliteVectors(conn).search(
-        query,
-        None if scope is None else Scope.of(scope),
-        kinds=kinds,
-        k=k,  # type: ignore[arg-type]
+        query, None if scope is None else Scope.of(scope), kinds=wanted, k=k
     )
     return [ScoredId(h.item_id, 1.0 - h.score) for h in found.hits]
