@@ -39,9 +39,9 @@ from memory_core.scope import validate_scope
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
+    from memory_core.context import CoreContext
     from memory_core.llm.agents import HierarchyAgents
     from memory_core.llm.offline import OfflineModel
-    from memory_core.context import CoreContext
 
 __all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
 
