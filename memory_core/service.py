@@ -9,21 +9,25 @@ server, REST) talk to this class only.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
 
 import structlog
 
 from memory_core.config import DEFAULT_DB_FILENAME, Settings, load_settings
 from memory_core.context import CoreContext
-from memory_core.errors import EmbeddingError, MemoirError
+from memory_core.errors import EmbeddingError, InvalidInputError, MemoirError, NotFoundError
 from memory_core.models import DoctorFinding, DoctorReport
+from memory_core.scope import ScopeLike, as_scope
 from memory_core.storage import DatabaseURL, diagnose_url, open_store, parse_database_url
 from memory_core.storage.ports import Store
 
 if TYPE_CHECKING:
+    from memory_core.backup import BackupReport, RestoreReport
+    from memory_core.documents.responses import ImportReport
     from memory_core.documents.service import DocumentService
     from memory_core.embed.base import Embedder
     from memory_core.hierarchy.results import IngestResult, QueryResult
@@ -206,6 +210,63 @@ class Memoir:
         from memory_core.hierarchy.service import HierarchyService
 
         return HierarchyService(self._ctx)
+
+    # -- backups -------------------------------------------------------------------------------
+
+    async def export(
+        self, out: IO[str] | str | Path, *, scope: ScopeLike | None = None
+    ) -> BackupReport:
+        """Back up every kind of memory (of one scope, or all) as ``memoir-store/1`` JSONL to
+        a stream, or to a file created owner-only (0600)."""
+        from memory_core.backup import export_store, open_private
+
+        target = None if scope is None else as_scope(scope)
+        if isinstance(out, str | Path):
+            with open_private(Path(out)) as handle:
+                report = await export_store(self._ctx, handle, scope=target)
+            report.out = str(out)
+            return report
+        return await export_store(self._ctx, out, scope=target)
+
+    async def import_(
+        self, source: IO[str] | Iterable[str] | str | Path, *, scope: ScopeLike | None = None
+    ) -> RestoreReport | ImportReport:
+        """Restore a ``memoir export`` backup (a path or a stream of lines).
+
+        A backup of the whole store restores every row in its own scope; an older
+        documents-only export (``memoir-documents/1``) is imported into ``scope``.
+
+        Raises:
+            NotFoundError: the file does not exist.
+            InvalidInputError: not a memoir export, or a malformed line (named by number).
+        """
+        from memory_core.backup import import_store, is_store_backup
+
+        with ExitStack() as stack:
+            if isinstance(source, str | Path):
+                path = Path(source)
+                if not path.is_file():
+                    raise NotFoundError(
+                        f"no file {path}", hint="pass a file written by `memoir export`"
+                    )
+                lines: Iterator[str] = iter(stack.enter_context(path.open(encoding="utf-8")))
+            else:
+                lines = iter(source)
+            try:
+                first = next(lines, "")
+            except UnicodeDecodeError as exc:
+                raise InvalidInputError(
+                    f"{source} is not UTF-8 text", hint="pass a file written by `memoir export`"
+                ) from exc
+            rest = itertools.chain([first], lines)
+            if is_store_backup(first):
+                return await import_store(self._ctx, rest)
+            if scope is None:
+                raise InvalidInputError(
+                    "a documents-only export needs a scope to import into",
+                    hint="pass --scope (or import a backup written by this memoir's export)",
+                )
+            return await self.documents.import_(rest, scope=scope)
 
     # memoirAI's names for the hierarchy API (Requirement 6).
     async def ingest_text(self, text: str, **kwargs: Any) -> IngestResult:

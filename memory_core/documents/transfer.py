@@ -139,7 +139,7 @@ async def import_jsonl(ctx: CoreContext, lines: Iterator[str], *, scope: Scope) 
     if header.get("format") != EXPORT_FORMAT:
         raise InvalidInputError(
             f"unsupported export format {header.get('format')!r}",
-            hint=f"this memoir reads {EXPORT_FORMAT}",
+            hint=f"this memoir reads memoir-store/1 (what memoir export writes) and {EXPORT_FORMAT}",
         )
     same_embedder = (
         header.get("embedder") == ctx.embedder.embedder_id
