@@ -352,7 +352,9 @@ async def quality(limit: int | None) -> None:
                 )
                 r1 = r10 = mrr = 0.0
                 for record in records:
-                    response = await run_search(ctx, record["query"], scope=Scope.of("q"), k=30, mode=mode)  # type: ignore[arg-type]
+                    response = await run_search(
+                        ctx, record["query"], scope=Scope.of("q"), k=30, mode=mode
+                    )  # type: ignore[arg-type]
                     docs: list[str] = []
                     for result in response.results or []:
                         if result.doc and result.doc.path not in docs:
