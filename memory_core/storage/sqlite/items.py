@@ -155,14 +155,18 @@ def bump_vector_generation(conn: Any, scope_keys: Iterable[str]) -> None:
 def scope_kind_where(
     scope: Scope | None, kinds: Sequence[str], *, table: str = "item"
 ) -> tuple[str, list[Any]]:
-    """``deleted = 0 AND scope = ? AND kind IN (…)`` over ``table`` (the one builder)."""
+    """``deleted = 0 AND scope = ? AND kind IN (…)`` over ``table`` (the one builder).
+
+    Kinds come from the closed registry (checked here) and are written as literals, so the
+    planner can match partial indexes on kind (``item_recent``).
+    """
     clauses, params = [f"{table}.deleted = 0"], []
     if scope is not None:
         clauses.append(f"{table}.scope = ?")
         params.append(scope.key)
     if kinds:
-        clauses.append(f"{table}.kind IN ({','.join('?' * len(kinds))})")
-        params.extend(kinds)
+        literals = ",".join(f"'{check_item_kind(k)}'" for k in dict.fromkeys(kinds))
+        clauses.append(f"{table}.kind IN ({literals})")
     return " AND ".join(clauses), params
 
 
