@@ -81,8 +81,11 @@ async def export_store(ctx: CoreContext, out: IO[str], *, scope: Scope | None) -
             }
         )
     )
-    count = await ctx.store.dump(scope, lambda record: out.write(_line(record)))
-    return BackupReport(records=count)
+
+    def sink(record: dict[str, Any]) -> None:
+        out.write(_line(record))
+
+    return BackupReport(records=await ctx.store.dump(scope, sink))
 
 
 def is_store_backup(first_line: str) -> bool:

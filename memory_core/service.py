@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import structlog
 
@@ -285,7 +285,7 @@ async def _server_store(parsed: DatabaseURL, settings: Settings) -> Store:
     try:
         return await open_store(parsed, settings.storage, search=settings.search)
     except ConfigError:
-        return HierarchyOnlyStore(parsed)
+        return cast(Store, HierarchyOnlyStore(parsed))
 
 
 async def diagnose(
