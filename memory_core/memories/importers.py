@@ -179,7 +179,8 @@ def parse_claude_folder(folder: Path) -> tuple[list[ClaudeMemory], list[ImportIs
 
 async def _import_jsonl(
     service: MemoryService, ctx: CoreContext, lines: Iterator[str], space: MemorySpace | None, report: ImportReport
-) -> None:
+) -> bool:
+    """Import JSONL lines; True when they were a memoir export (restored as they were)."""
     numbered: list[tuple[int, dict[str, Any]]] = []
     header: dict[str, Any] | None = None
     for number, line in enumerate(lines, start=1):
@@ -199,7 +200,7 @@ async def _import_jsonl(
         numbered.append((number, record))
     if header is not None:
         await transfer.import_lossless(ctx, header, numbered, space=space, report=report)
-        return
+        return True
     for number, record in numbered:
         try:
             target = space or MemorySpace(
@@ -223,6 +224,7 @@ async def _import_jsonl(
             report.skipped += 1
             continue
         _count(report, result.status)
+    return False
 
 
 def _count(report: ImportReport, status: str) -> None:
@@ -246,8 +248,9 @@ async def run_import(
     if format not in FORMATS:
         raise InvalidInputError(f"unknown import format {format!r}", hint="use " + ", ".join(FORMATS))
     report = ImportReport(format=format)
+    restored = False
     if format == "jsonl":
-        await _import_jsonl(service, ctx, _lines(source), space, report)
+        restored = await _import_jsonl(service, ctx, _lines(source), space, report)
     else:
         if space is None:
             raise InvalidInputError(
@@ -289,7 +292,8 @@ async def run_import(
                     embed_now=False,
                 )  # fmt: skip
                 _count(report, result.status)
-    if service.settings_.embed_on_write and ctx.embedder.is_ready():
+    # A restored export keeps its queue as it was (lossless); new entries are embedded now.
+    if not restored and service.settings_.embed_on_write and ctx.embedder.is_ready():
         backfill = await service.backfill(
             space=space.space if space else None, user=space.user if space else None
         )
