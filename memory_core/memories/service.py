@@ -260,7 +260,8 @@ class MemoryService:
             space=pair.space,
         )
         memory = outcome.memory
-        if memory is not None and memory.memory_id not in result.trimmed:
+        gone = {*result.trimmed, *outcome.retention}
+        if memory is not None and memory.memory_id not in gone:
             embed = settings.embed_on_write if embed_now is None else embed_now
             if outcome.status == "created" and embed:
                 report = await self._embed_now(memory)

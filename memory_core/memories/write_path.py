@@ -323,6 +323,11 @@ def write(
     outcome.retention = _maybe_retention(tx, scope, gate.state, settings, now)
     if outcome.memory is not None and outcome.memory.memory_id in outcome.trim.trimmed:
         outcome.reason = "saved, then trimmed at once: its score is the lowest in a full space"
+    elif outcome.memory is not None and outcome.memory.memory_id in outcome.retention:
+        outcome.reason = (
+            f"saved, then deleted at once by retention: created_at is more than "
+            f"{settings.retention_days:g} days ago"
+        )
     return outcome
 
 

@@ -158,3 +158,12 @@ async def test_spaces_and_users_are_isolated(memoir: Memoir) -> None:
                     await memoir.memories.forget(ids[other], space=space, user=user)
     await memoir.memories.update_settings(space="PestIQ", user="ana", memory_enabled=False)
     assert (await memoir.memories.recall("secret", space="TheoEngine", user="ana")).results
+
+
+async def test_an_entry_older_than_the_retention_is_deleted_at_once_and_says_so(memoir: Memoir) -> None:
+    now = datetime(2026, 9, 1, tzinfo=UTC)
+    result = await memoir.memories.remember(
+        "An ancient fact", space=SPACE, created_at=now - timedelta(days=400), now=now
+    )
+    assert result.status == "created" and result.memory is None
+    assert "retention" in (result.reason or "")
