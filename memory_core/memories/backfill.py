@@ -16,6 +16,7 @@ failures, attempts, time-to-embed (queued to embedded) of each entry, the embedd
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections import Counter
@@ -88,7 +89,7 @@ def _neighbour_tags(tx: Tx, item: Item, vector: np.ndarray) -> tuple[str, ...]:
 
 
 def _write_batch(
-    tx: Tx, items: Sequence[Item], vectors: np.ndarray, stamp: str, now: datetime
+    tx: Tx, *, items: Sequence[Item], vectors: np.ndarray, stamp: str, now: datetime
 ) -> tuple[dict[str, list[float]], int]:
     """Store the vectors; returns time-to-embed (ms) per scope and neighbour-tagged count."""
     latencies: dict[str, list[float]] = {}
@@ -115,7 +116,21 @@ def _write_batch(
     return latencies, tagged
 
 
-def _mark_failed(tx: Tx, items: Sequence[Item], error: str, attempts: int) -> None:
+def _get(tx: Tx, *, ids: list[int]) -> dict[int, Item]:
+    return tx.items.get(ids)
+
+
+def _queued(tx: Tx, *, scope: Scope | None, after: Item | None, limit: int) -> list[Item]:
+    return tx.items.find(
+        scope, kinds=_KINDS, where=NEEDS_EMBEDDING, order="id", after=after, limit=limit
+    )
+
+
+def _record_run(tx: Tx, *, scope: Scope, took_ms: float, payload: dict[str, Any]) -> int:
+    return tx.log.record_run(scope, "memory_backfill", took_ms=took_ms, payload=payload)
+
+
+def _mark_failed(tx: Tx, *, items: Sequence[Item], error: str, attempts: int) -> None:
     current = tx.items.get([i.item_id for i in items])
     scopes: set[str] = set()
     for item in current.values():
@@ -158,15 +173,15 @@ async def run_backfill(
             chunk, wanted = wanted[:size], wanted[size:]
             if not chunk:
                 break
-            found = await ctx.store.read(lambda tx, ids=chunk: tx.items.get(ids))
-            batch = [found[i] for i in chunk if i in found and found[i].metadata.get("needs_embedding")]
+            found = await ctx.store.read(functools.partial(_get, ids=chunk))
+            batch = [
+                found[i] for i in chunk if i in found and found[i].metadata.get("needs_embedding")
+            ]
             if not batch:
                 continue
         else:
             batch = await ctx.store.read(
-                lambda tx, a=after: tx.items.find(
-                    scope, kinds=_KINDS, where=NEEDS_EMBEDDING, order="id", after=a, limit=size
-                )
+                functools.partial(_queued, scope=scope, after=after, limit=size)
             )
             if not batch:
                 break
@@ -187,29 +202,30 @@ async def run_backfill(
             report.failed += len(batch)
             report.warnings.append(f"{len(batch)} entries stay queued: {error}")
             await ctx.store.write(
-                lambda tx, b=batch: _mark_failed(tx, b, error or "unknown", attempts)
+                functools.partial(_mark_failed, items=batch, error=error or "?", attempts=attempts)
             )
             continue
         now = clock()
         stamp = now.isoformat(timespec="microseconds")
         latencies, tagged = await ctx.store.write(
-            lambda tx, b=batch, v=vectors: _write_batch(tx, b, v, stamp, now)
+            functools.partial(_write_batch, items=batch, vectors=vectors, stamp=stamp, now=now)
         )
         report.neighbour_tags += tagged
         batch_ms = round((time.perf_counter() - embed_started) * 1000, 3)
         for key, values in latencies.items():
             report.embedded += len(values)
             all_latencies.extend(values)
-            run_scope = Scope.of(key)
+            payload = {
+                "embedded": len(values),
+                "time_to_embed_ms": values,
+                "attempts": attempts,
+                "failures": attempts - 1,
+            }
             await ctx.store.write(
-                lambda tx, s=run_scope, vals=values: tx.log.record_run(
-                    s,
-                    "memory_backfill",
-                    took_ms=batch_ms,
-                    payload={"embedded": len(vals), "time_to_embed_ms": vals,
-                             "attempts": attempts, "failures": attempts - 1},
+                functools.partial(
+                    _record_run, scope=Scope.of(key), took_ms=batch_ms, payload=payload
                 )
-            )  # fmt: skip
+            )
     report.remaining = await ctx.store.read(
         lambda tx: tx.items.count(scope, kinds=_KINDS, where=NEEDS_EMBEDDING)
     )

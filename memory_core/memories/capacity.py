@@ -110,9 +110,7 @@ def enforce_capacity(
     return outcome
 
 
-def apply_retention(
-    tx: Tx, scope: Scope, *, now: datetime, retention_days: float
-) -> list[str]:
+def apply_retention(tx: Tx, scope: Scope, *, now: datetime, retention_days: float) -> list[str]:
     """Hard-delete unpinned entries created more than ``retention_days`` ago; their ids."""
     if retention_days <= 0:
         return []

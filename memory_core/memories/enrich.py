@@ -39,7 +39,9 @@ _MAX_TAG_CHARS = 64
 _TAG = re.compile(r"[^\w:/.#@+-]+", re.UNICODE)
 
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
-_PATH = re.compile(r"(?<![\w/])(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|go|rs|java|rb|md|toml|yaml|yml|json|sql|sh|c|h|cpp|cs|kt|swift)\b")
+_PATH = re.compile(
+    r"(?<![\w/])(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|ts|tsx|js|jsx|go|rs|java|rb|md|toml|yaml|yml|json|sql|sh|c|h|cpp|cs|kt|swift)\b"
+)
 _MENTION = re.compile(r"(?<!\w)[@#][A-Za-z][\w-]{1,40}")
 _WEEKDAY = re.compile(
     r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b", re.IGNORECASE
@@ -173,9 +175,7 @@ def _keyphrases(normalised: str, limit: int = 3) -> list[tuple[str, float]]:
     ]
 
 
-def enrich(
-    text: str, normalised: str, *, tags: Sequence[str], category: str | None
-) -> Enrichment:
+def enrich(text: str, normalised: str, *, tags: Sequence[str], category: str | None) -> Enrichment:
     """Entities, keyphrases, tags and ``metadata_confidence`` of one memory.
 
     Entities are read from the original text (capitals mark names); keyphrases from the

@@ -98,7 +98,9 @@ class OfficialGraph:
             return None
         return await self._ctx.embedder.embed_documents(texts)
 
-    def _sync_nodes(self, tx: Tx, scope: Scope, names: Sequence[str], vectors: dict[str, np.ndarray]) -> None:
+    def _sync_nodes(
+        self, tx: Tx, scope: Scope, names: Sequence[str], vectors: dict[str, np.ndarray]
+    ) -> None:
         """Rewrite the search items of ``names`` (deleted when the entity is gone)."""
         current = _by_name(tx, scope, names)
         observations = tx.graph.observations([e.entity_id for e in current.values()])
@@ -128,14 +130,21 @@ class OfficialGraph:
                     change["vector"] = vector
                 tx.items.update(item.item_id, ItemUpdate(**change))
 
-    async def _node_vectors(self, space: MemorySpace, names: Sequence[str], texts: dict[str, str]) -> dict[str, np.ndarray]:
+    async def _node_vectors(
+        self, space: MemorySpace, names: Sequence[str], texts: dict[str, str]
+    ) -> dict[str, np.ndarray]:
         wanted = [n for n in dict.fromkeys(names) if n in texts]
         vectors = await self._embed([texts[n] for n in wanted])
         return {} if vectors is None else dict(zip(wanted, vectors, strict=True))
 
-    async def create_entities(self, space: MemorySpace, entities: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def create_entities(
+        self, space: MemorySpace, entities: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         scope = space.scope
-        texts = {e["name"]: _node_text(e["name"], e["entityType"], e.get("observations", [])) for e in entities}
+        texts = {
+            e["name"]: _node_text(e["name"], e["entityType"], e.get("observations", []))
+            for e in entities
+        }
         vectors = await self._node_vectors(space, list(texts), texts)
 
         def apply(tx: Tx) -> list[dict[str, Any]]:
@@ -165,7 +174,9 @@ class OfficialGraph:
 
         return await self._ctx.store.write(apply)
 
-    async def create_relations(self, space: MemorySpace, relations: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    async def create_relations(
+        self, space: MemorySpace, relations: Sequence[dict[str, str]]
+    ) -> list[dict[str, str]]:
         scope = space.scope
 
         def apply(tx: Tx) -> list[dict[str, str]]:
@@ -175,7 +186,10 @@ class OfficialGraph:
             if missing:
                 tx.graph.ensure_entities(
                     scope,
-                    [NewEntity(ENTITY_KIND, n, n, metadata={"placeholder": True, "seq": 0}) for n in missing],
+                    [
+                        NewEntity(ENTITY_KIND, n, n, metadata={"placeholder": True, "seq": 0})
+                        for n in missing
+                    ],
                 )
                 known = _by_name(tx, scope, names)
             ids = {e.entity_id: e for e in known.values()}
@@ -185,7 +199,11 @@ class OfficialGraph:
             }
             created: list[dict[str, str]] = []
             for relation in relations:
-                key = (known[relation["from"]].entity_id, relation["relationType"], known[relation["to"]].entity_id)
+                key = (
+                    known[relation["from"]].entity_id,
+                    relation["relationType"],
+                    known[relation["to"]].entity_id,
+                )
                 if key in existing:
                     continue
                 existing.add(key)
@@ -197,7 +215,9 @@ class OfficialGraph:
 
         return await self._ctx.store.write(apply)
 
-    async def add_observations(self, space: MemorySpace, observations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def add_observations(
+        self, space: MemorySpace, observations: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """Raises NotFoundError (nothing is written) when an entity does not exist."""
         scope = space.scope
 
@@ -211,7 +231,9 @@ class OfficialGraph:
                     continue
                 obs = [t for _, t in current.get(entity.entity_id, [])]
                 obs += [c for c in request["contents"] if c not in obs]
-                texts[entity.key] = _node_text(entity.key, str(entity.metadata.get("entityType", "")), obs)
+                texts[entity.key] = _node_text(
+                    entity.key, str(entity.metadata.get("entityType", "")), obs
+                )
             return texts
 
         texts = await self._ctx.store.read(plan)
@@ -224,7 +246,10 @@ class OfficialGraph:
                 entity = known.get(request["entityName"])
                 if entity is None or not _real(entity):
                     raise NotFoundError(f"Entity with name {request['entityName']} not found")
-                current = {t for _, t in tx.graph.observations([entity.entity_id]).get(entity.entity_id, [])}
+                current = {
+                    t
+                    for _, t in tx.graph.observations([entity.entity_id]).get(entity.entity_id, [])
+                }
                 added = [c for c in request["contents"] if c not in current]
                 tx.graph.add_observations(scope, entity.entity_id, added)
                 results.append({"entityName": entity.key, "addedObservations": added})
@@ -243,7 +268,9 @@ class OfficialGraph:
 
         await self._ctx.store.write(apply)
 
-    async def delete_observations(self, space: MemorySpace, deletions: Sequence[dict[str, Any]]) -> None:
+    async def delete_observations(
+        self, space: MemorySpace, deletions: Sequence[dict[str, Any]]
+    ) -> None:
         scope = space.scope
 
         def apply(tx: Tx) -> None:
@@ -261,13 +288,21 @@ class OfficialGraph:
 
         await self._ctx.store.write(apply)
 
-    async def delete_relations(self, space: MemorySpace, relations: Sequence[dict[str, str]]) -> None:
+    async def delete_relations(
+        self, space: MemorySpace, relations: Sequence[dict[str, str]]
+    ) -> None:
         scope = space.scope
 
         def apply(tx: Tx) -> None:
             known = _by_name(tx, scope, [n for r in relations for n in (r["from"], r["to"])])
             doomed = [
-                Edge("entity", known[r["from"]].entity_id, r["relationType"], "entity", known[r["to"]].entity_id)
+                Edge(
+                    "entity",
+                    known[r["from"]].entity_id,
+                    r["relationType"],
+                    "entity",
+                    known[r["to"]].entity_id,
+                )
                 for r in relations
                 if r["from"] in known and r["to"] in known
             ]
@@ -337,7 +372,10 @@ class OfficialGraph:
         return {"entities": entities, "relations": relations}
 
     async def load(
-        self, space: MemorySpace, entities: Sequence[dict[str, Any]], relations: Sequence[dict[str, str]]
+        self,
+        space: MemorySpace,
+        entities: Sequence[dict[str, Any]],
+        relations: Sequence[dict[str, str]],
     ) -> None:
         """Import a parsed ``memory.jsonl`` (entities first, then relations)."""
         await self.create_entities(space, entities)

@@ -49,26 +49,47 @@ _SAVE = re.compile(
     r"make\s+a\s+note|save\s+(?:this|that)|keep\s+in\s+mind|memori[sz]e|for\s+the\s+record)\b",
     re.IGNORECASE,
 )
-_PIN = re.compile(
-    r"\b(?:pin\s+(?:this|that|it)|always\s+remember|never\s+forget)\b", re.IGNORECASE
-)
+_PIN = re.compile(r"\b(?:pin\s+(?:this|that|it)|always\s+remember|never\s+forget)\b", re.IGNORECASE)
 _CUES: dict[str, list[tuple[re.Pattern[str], float]]] = {
     "preference": [
-        (re.compile(r"\b(?:i|we|user|they)\s+(?:really\s+)?(?:prefers?|likes?|loves?|hates?|dislikes?|enjoys?|would\s+rather)\b"), 0.9),
+        (
+            re.compile(
+                r"\b(?:i|we|user|they)\s+(?:really\s+)?(?:prefers?|likes?|loves?|hates?|dislikes?|enjoys?|would\s+rather)\b"
+            ),
+            0.9,
+        ),
         (re.compile(r"\b(?:prefers?|preferred|preference|favou?rite)\b"), 0.8),
-        (re.compile(r"\b(?:always|never)\s+(?:use|uses|write|call|run|put|add|commit|deploy)\b"), 0.8),
+        (
+            re.compile(r"\b(?:always|never)\s+(?:use|uses|write|call|run|put|add|commit|deploy)\b"),
+            0.8,
+        ),
         (re.compile(r"\b(?:don'?t|do\s+not)\s+(?:like|want|use)\b"), 0.75),
         (re.compile(r"\binstead\s+of\b"), 0.6),
     ],
     "commitment": [
-        (re.compile(r"\b(?:i|we)(?:'ll|\s+will|\s+shall|\s+promise|\s+commit(?:ted)?\s+to|'m\s+going\s+to|\s+am\s+going\s+to|\s+agreed\s+to)\b"), 0.85),
+        (
+            re.compile(
+                r"\b(?:i|we)(?:'ll|\s+will|\s+shall|\s+promise|\s+commit(?:ted)?\s+to|'m\s+going\s+to|\s+am\s+going\s+to|\s+agreed\s+to)\b"
+            ),
+            0.85,
+        ),
         (re.compile(r"\b(?:decided|decision|agreed|deadline|due\s+(?:by|on)|remind\s+me)\b"), 0.8),
-        (re.compile(r"\b(?:every|each)\s+(?:day|week|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday|morning|evening)\b|\b(?:weekly|daily|monthly|standup|stand-up|recurring)\b"), 0.8),
+        (
+            re.compile(
+                r"\b(?:every|each)\s+(?:day|week|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday|morning|evening)\b|\b(?:weekly|daily|monthly|standup|stand-up|recurring)\b"
+            ),
+            0.8,
+        ),
         (re.compile(r"\b(?:meeting|appointment|call)\s+(?:is\s+)?(?:on|at)\b"), 0.75),
     ],
     "goal": [
         (re.compile(r"\b(?:goal|objective|aim|milestone|target|roadmap)\b"), 0.85),
-        (re.compile(r"\b(?:want|plan|planning|hope|trying|need)\s+to\s+(?:build|learn|ship|finish|launch|migrate|write|get|reach|become|improve|move)\b"), 0.8),
+        (
+            re.compile(
+                r"\b(?:want|plan|planning|hope|trying|need)\s+to\s+(?:build|learn|ship|finish|launch|migrate|write|get|reach|become|improve|move)\b"
+            ),
+            0.8,
+        ),
         (re.compile(r"\bworking\s+(?:on|towards?)\b"), 0.6),
     ],
 }
@@ -121,7 +142,7 @@ def classify_offline(text: str) -> Classification:
             best = (score, cast(Category, category))
     content_words = [w for w in _CONTENT.findall(lowered) if w not in STOPWORDS]
     if best[0] == 0.0 and (
-        _CHIT_CHAT.match(lowered) and len(content_words) <= 3 or not content_words
+        (_CHIT_CHAT.match(lowered) and len(content_words) <= 3) or not content_words
     ):
         best = (0.8, CHIT_CHAT)
     confidence = best[0] or 0.5

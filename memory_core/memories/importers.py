@@ -87,7 +87,11 @@ def parse_official(lines: Iterable[str]) -> OfficialGraphData:
             if kind == "entity":
                 name, entity_type = record["name"], record["entityType"]
                 observations = record.get("observations", [])
-                if not isinstance(name, str) or not isinstance(entity_type, str) or not isinstance(observations, list):
+                if (
+                    not isinstance(name, str)
+                    or not isinstance(entity_type, str)
+                    or not isinstance(observations, list)
+                ):
                     raise ValueError("name and entityType must be strings, observations a list")
                 data.entities.append(
                     {"name": name, "entityType": entity_type,
@@ -152,7 +156,9 @@ def parse_claude_folder(folder: Path) -> tuple[list[ClaudeMemory], list[ImportIs
             bullet = _BULLET.match(line)
             if bullet:
                 memories.append(
-                    ClaudeMemory(f"MEMORY.md:{number}", bullet.group(1).strip(), ("claude-code",), None)
+                    ClaudeMemory(
+                        f"MEMORY.md:{number}", bullet.group(1).strip(), ("claude-code",), None
+                    )
                 )
     files = sorted(p for p in folder.glob("*.md") if p.name != "MEMORY.md")[:_MAX_FILES]
     if not index.is_file() and not files:
@@ -178,7 +184,11 @@ def parse_claude_folder(folder: Path) -> tuple[list[ClaudeMemory], list[ImportIs
 
 
 async def _import_jsonl(
-    service: MemoryService, ctx: CoreContext, lines: Iterator[str], space: MemorySpace | None, report: ImportReport
+    service: MemoryService,
+    ctx: CoreContext,
+    lines: Iterator[str],
+    space: MemorySpace | None,
+    report: ImportReport,
 ) -> bool:
     """Import JSONL lines; True when they were a memoir export (restored as they were)."""
     numbered: list[tuple[int, dict[str, Any]]] = []
@@ -191,7 +201,9 @@ async def _import_jsonl(
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
         except (json.JSONDecodeError, ValueError) as exc:
-            report.errors.append(ImportIssue(line=number, error=f"{type(exc).__name__}: {exc}"[:300]))
+            report.errors.append(
+                ImportIssue(line=number, error=f"{type(exc).__name__}: {exc}"[:300])
+            )
             report.skipped += 1
             continue
         if header is None and transfer.is_export_header(record):
@@ -246,7 +258,9 @@ async def run_import(
 ) -> ImportReport:
     """Import ``source`` in ``format`` (see the module docstring), then embed the new entries."""
     if format not in FORMATS:
-        raise InvalidInputError(f"unknown import format {format!r}", hint="use " + ", ".join(FORMATS))
+        raise InvalidInputError(
+            f"unknown import format {format!r}", hint="use " + ", ".join(FORMATS)
+        )
     report = ImportReport(format=format)
     restored = False
     if format == "jsonl":

@@ -72,6 +72,10 @@ class Ranked:
     fused: int = 0
     took_ms: dict[str, float] = field(default_factory=dict)
 
+    def picked_memories(self) -> list[Memory]:
+        """The memories MMR picked, in its order."""
+        return [self.memories[c.item_id] for c in self.picked]
+
 
 async def _arms(ctx: CoreContext, plan: RecallPlan, depth: int) -> Arms:
     request = SearchRequest(
@@ -119,7 +123,9 @@ def _vector_failure(raised: BaseException) -> StorageError | EmbeddingError:
     raise raised
 
 
-async def _vectors(ctx: CoreContext, ids: Sequence[int]) -> tuple[dict[int, np.ndarray], str | None]:
+async def _vectors(
+    ctx: CoreContext, ids: Sequence[int]
+) -> tuple[dict[int, np.ndarray], str | None]:
     try:
         found = await ctx.store.read(lambda tx: tx.vectors.vectors(list(ids)))
     except StorageError as exc:
@@ -206,7 +212,9 @@ def assemble_context(
     chosen = list(picked)
     while True:
         offered = [
-            PackCandidate(chunk_id=m.memory_id, doc_id=_group(m), text=_line(m), tokens=count(_line(m)))
+            PackCandidate(
+                chunk_id=m.memory_id, doc_id=_group(m), text=_line(m), tokens=count(_line(m))
+            )
             for m in chosen
         ]
         packed = pack(
@@ -235,7 +243,7 @@ def hits(
     out: list[RecallHit] = []
     for memory in fitted:
         scores = scored[memory.item_id].scores
-        text, summary_used = _display(memory)
+        _text, summary_used = _display(memory)
         out.append(
             RecallHit(
                 id=memory.memory_id,
@@ -272,7 +280,9 @@ def persist_scores(tx: Tx, scored: Sequence[Candidate], stamp: str) -> int:
             continue
         s = candidate.scores
         metadata = dict(item.metadata)
-        metadata["last_scores"] = scores_payload(s.relevance, s.recency, s.importance, s.total, stamp)
+        metadata["last_scores"] = scores_payload(
+            s.relevance, s.recency, s.importance, s.total, stamp
+        )
         metadata["scores_at"] = stamp
         metadata["trim_key"] = trim_key(s.total)
         tx.items.update(candidate.item_id, ItemUpdate(metadata=metadata))

@@ -40,7 +40,9 @@ Role = Literal["user", "assistant", "system"]
 # Filters over the stored shape (compiled by every backend).
 CURRENT: Filter = Not(Compare("item.valid_to", ">", ""))  # valid_to IS NULL: not superseded
 NEEDS_EMBEDDING: Filter = Compare("item.meta.needs_embedding", "=", 1)
-PROTECTED: Filter = Or((Compare("item.pinned", "=", 1), Compare("item.meta.manually_saved", "=", 1)))
+PROTECTED: Filter = Or(
+    (Compare("item.pinned", "=", 1), Compare("item.meta.manually_saved", "=", 1))
+)
 
 
 def flag(value: bool) -> int:

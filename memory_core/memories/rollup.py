@@ -79,7 +79,10 @@ async def run_rollup(
         members.sort(key=lambda m: (m.created_at, m.item_id))
         body = " ".join(m.text.rstrip(".") + "." for m in members)
         summary = extractive_summary(
-            body, max_tokens=settings.summary_tokens * 2, count=tokens.count, truncate=tokens.truncate
+            body,
+            max_tokens=settings.summary_tokens * 2,
+            count=tokens.count,
+            truncate=tokens.truncate,
         )
         text = f"Roll-up of {len(members)} memories about {topic}: {summary}"
         normalised = normalise(text)

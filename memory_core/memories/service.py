@@ -318,7 +318,9 @@ class MemoryService:
         k = settings.top_n if k is None else k
         budget = settings.budget_tokens if budget_tokens is None else budget_tokens
         if not query.strip():
-            raise InvalidInputError("the query is empty", hint="ask about something, e.g. 'deploys'")
+            raise InvalidInputError(
+                "the query is empty", hint="ask about something, e.g. 'deploys'"
+            )
         if not 1 <= k <= 100 or not 1 <= budget <= 100_000:
             raise InvalidInputError(
                 f"k={k} or budget_tokens={budget} is out of range",
@@ -348,9 +350,8 @@ class MemoryService:
         )
         ranked = await recall.rank(self._ctx, plan, settings)
         tokens = self._ctx.tokens
-        picked = [c.payload for c in ranked.picked]
         fitted, context, used = recall.assemble_context(
-            picked,  # type: ignore[arg-type]
+            ranked.picked_memories(),
             budget_tokens=budget,
             count=tokens.count,
             truncate=tokens.truncate,
@@ -372,7 +373,9 @@ class MemoryService:
 
         def persist(tx: Tx) -> int:
             recall.persist_scores(tx, ranked.scored, stamp)
-            return tx.log.record_run(pair.scope, "memory_recall", took_ms=took_ms, payload=run_payload)
+            return tx.log.record_run(
+                pair.scope, "memory_recall", took_ms=took_ms, payload=run_payload
+            )
 
         run_id = await self._ctx.store.write(persist)
         if explain:
@@ -387,7 +390,7 @@ class MemoryService:
                 "semantic": [[h.item_id, round(h.score, 6)] for h in ranked.arms.semantic],
                 "lexical_terms": list(ranked.arms.lexical_terms),
                 "fused": ranked.fused,
-                "picked_by_mmr": [c.payload.memory_id for c in ranked.picked],  # type: ignore[union-attr]
+                "picked_by_mmr": [m.memory_id for m in ranked.picked_memories()],
                 "took_ms": {**ranked.took_ms, "total": took_ms},
             }  # fmt: skip
         else:
@@ -395,7 +398,12 @@ class MemoryService:
         return base
 
     async def mark_used(
-        self, memory_ids: Sequence[str], *, space: str, user: str | None = None, run_id: int | None = None
+        self,
+        memory_ids: Sequence[str],
+        *,
+        space: str,
+        user: str | None = None,
+        run_id: int | None = None,
     ) -> int:
         """Record that recalled memories influenced an answer (the hit-rate telemetry)."""
         pair = self.space(space, user)
@@ -406,7 +414,12 @@ class MemoryService:
         return len(memory_ids)
 
     async def show(
-        self, memory_id: str, *, space: str, user: str | None = None, workspace: str | Path | None = None
+        self,
+        memory_id: str,
+        *,
+        space: str,
+        user: str | None = None,
+        workspace: str | Path | None = None,
     ) -> MemoryView:
         """One memory with every field (and its anchor re-checked).
 
@@ -488,7 +501,9 @@ class MemoryService:
             return ordered, linked_uids(tx, ordered)
 
         ordered, links = await self._ctx.store.read(chain)
-        return [memory_view(m, pair, superseded_by=links.get(m.superseded_by or 0)) for m in ordered]
+        return [
+            memory_view(m, pair, superseded_by=links.get(m.superseded_by or 0)) for m in ordered
+        ]
 
     async def summary(self, *, space: str, user: str | None = None) -> MemorySummary:
         """A short human-readable account of what is remembered in the space."""
@@ -502,7 +517,10 @@ class MemoryService:
                 pair.scope, kinds=_KINDS,
                 where=And((CURRENT, Compare("item.meta.manually_saved", "=", 1))),
             )  # fmt: skip
-            top_pinned = [memory_of(i) for i in tx.items.find(pair.scope, kinds=_KINDS, where=pinned_where, limit=5)]
+            top_pinned = [
+                memory_of(i)
+                for i in tx.items.find(pair.scope, kinds=_KINDS, where=pinned_where, limit=5)
+            ]
             ids, _ = tx.items.select(
                 pair.scope, kinds=_KINDS, where=CURRENT, order_by="item.created_at",
                 descending=True, limit=5,
@@ -511,7 +529,9 @@ class MemoryService:
             tags: Counter[str] = Counter()
             after: Item | None = None
             while True:
-                page = tx.items.find(pair.scope, kinds=_KINDS, where=CURRENT, after=after, limit=500, meta_keys=())
+                page = tx.items.find(
+                    pair.scope, kinds=_KINDS, where=CURRENT, after=after, limit=500, meta_keys=()
+                )
                 for item in page:
                     tags.update(item.tags)
                 if len(page) < 500:
@@ -520,7 +540,9 @@ class MemoryService:
             return total, pinned, saved, top_pinned, recent, tags
 
         total, pinned, saved, top_pinned, recent, tags = await self._ctx.store.read(collect)
-        lines = [f"{total} memories in {pair.space} for {pair.user} ({pinned} pinned, {saved} saved by hand)."]
+        lines = [
+            f"{total} memories in {pair.space} for {pair.user} ({pinned} pinned, {saved} saved by hand)."
+        ]
         if tags:
             lines.append("Topics: " + ", ".join(f"{t} ({n})" for t, n in tags.most_common(8)) + ".")
         if top_pinned:
@@ -543,7 +565,9 @@ class MemoryService:
         """Unpin a memory. Raises NotFoundError for an unknown id."""
         return await self._set_pin(memory_id, space, user, pinned=False)
 
-    async def _set_pin(self, memory_id: str, space: str, user: str | None, *, pinned: bool) -> MemoryView:
+    async def _set_pin(
+        self, memory_id: str, space: str, user: str | None, *, pinned: bool
+    ) -> MemoryView:
         pair = self.space(space, user)
 
         def apply(tx: Tx) -> str:
@@ -556,7 +580,12 @@ class MemoryService:
         return await self._view(pair, uid)
 
     async def forget(
-        self, memory_id: str, *, space: str, user: str | None = None, now: datetime | str | None = None
+        self,
+        memory_id: str,
+        *,
+        space: str,
+        user: str | None = None,
+        now: datetime | str | None = None,
     ) -> ForgetResult:
         """Hard-delete a memory (row, lexical and vector rows) and keep a 24-hour tombstone of
         its digest so the same text is not re-created at once. Entries it had superseded
@@ -619,7 +648,7 @@ class MemoryService:
         pair = self.space(space, user)
         if soft_cap is not None and soft_cap < 1:
             raise InvalidInputError(f"soft_cap={soft_cap}", hint="use a cap of at least 1")
-        changes = {
+        changes: dict[str, Any] = {
             k: v
             for k, v in {
                 "memory_enabled": memory_enabled,
@@ -649,22 +678,24 @@ class MemoryService:
     ) -> SettingsView:
         return await self._incognito(space, user, session, on=False)
 
-    async def _incognito(self, space: str, user: str | None, session: str | None, *, on: bool) -> SettingsView:
+    async def _incognito(
+        self, space: str, user: str | None, session: str | None, *, on: bool
+    ) -> SettingsView:
         pair = self.space(space, user)
         session_id = controls.check_session(session)
 
         def apply(tx: Tx) -> controls.SpaceState:
             state = controls.with_session(controls.load_state(tx, pair.scope), session_id, on)
             controls.save_state(tx, pair.scope, state)
-            tx.log.record_event(
-                pair.scope, "incognito", payload={"session": session_id, "on": on}
-            )
+            tx.log.record_event(pair.scope, "incognito", payload={"session": session_id, "on": on})
             return state
 
         state = await self._ctx.store.write(apply)
         return self._settings_view(pair, state, session_id)
 
-    def _settings_view(self, pair: MemorySpace, state: controls.SpaceState, session: str | None) -> SettingsView:
+    def _settings_view(
+        self, pair: MemorySpace, state: controls.SpaceState, session: str | None
+    ) -> SettingsView:
         session_id = controls.check_session(session)
         return SettingsView(
             user=pair.user, space=pair.space, memory_enabled=state.memory_enabled,
@@ -676,10 +707,14 @@ class MemoryService:
 
     # -- maintenance and telemetry ------------------------------------------------------------
 
-    async def stats(self, *, space: str, user: str | None = None, now: datetime | str | None = None) -> MemoryStats:
+    async def stats(
+        self, *, space: str, user: str | None = None, now: datetime | str | None = None
+    ) -> MemoryStats:
         pair = self.space(space, user)
         moment = as_moment(now)
-        return await self._ctx.store.read(lambda tx: space_stats(tx, pair, self.settings_, now=moment))
+        return await self._ctx.store.read(
+            lambda tx: space_stats(tx, pair, self.settings_, now=moment)
+        )
 
     async def backfill(
         self,
@@ -695,7 +730,9 @@ class MemoryService:
             self._ctx, self.settings_, scope=scope, batch_size=batch_size, max_batches=max_batches
         )
 
-    async def apply_retention(self, *, space: str, user: str | None = None, now: datetime | str | None = None) -> list[str]:
+    async def apply_retention(
+        self, *, space: str, user: str | None = None, now: datetime | str | None = None
+    ) -> list[str]:
         """Hard-delete unpinned entries older than ``memories.retention_days``; their ids."""
         from memory_core.memories.capacity import apply_retention
 
@@ -703,7 +740,9 @@ class MemoryService:
         moment = as_moment(now)
 
         def apply(tx: Tx) -> list[str]:
-            gone = apply_retention(tx, pair.scope, now=moment, retention_days=self.settings_.retention_days)
+            gone = apply_retention(
+                tx, pair.scope, now=moment, retention_days=self.settings_.retention_days
+            )
             if gone:
                 tx.log.record_event(pair.scope, "retention", payload={"deleted": gone})
             return gone
@@ -779,14 +818,18 @@ class MemoryService:
             return folder if folder.is_dir() else None
         return None
 
-    async def _view(self, pair: MemorySpace, memory_id: str, *, workspace: Path | None = None) -> MemoryView:
+    async def _view(
+        self, pair: MemorySpace, memory_id: str, *, workspace: Path | None = None
+    ) -> MemoryView:
         def load(tx: Tx) -> tuple[Memory, dict[int, str]]:
             memory = memory_of(_resolve(tx, pair, memory_id))
             return memory, linked_uids(tx, [memory])
 
         memory, links = await self._ctx.store.read(load)
         check = check_anchor(memory.anchor, workspace) if memory.anchor else None
-        return memory_view(memory, pair, superseded_by=links.get(memory.superseded_by or 0), anchor=check)
+        return memory_view(
+            memory, pair, superseded_by=links.get(memory.superseded_by or 0), anchor=check
+        )
 
 
 def _short(text: str, limit: int = 80) -> str:

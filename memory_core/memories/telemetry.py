@@ -66,7 +66,10 @@ def space_stats(
 
     runs = tx.log.runs(scope, kinds=["memory_backfill", "memory_recall"], limit=_RUN_LIMIT)
     latencies = [
-        float(v) for r in runs if r.kind == "memory_backfill" for v in r.payload.get("time_to_embed_ms", ())
+        float(v)
+        for r in runs
+        if r.kind == "memory_backfill"
+        for v in r.payload.get("time_to_embed_ms", ())
     ]
     attempts = sum(int(r.payload.get("attempts", 0)) for r in runs if r.kind == "memory_backfill")
     failures = sum(int(r.payload.get("failures", 0)) for r in runs if r.kind == "memory_backfill")

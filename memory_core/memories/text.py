@@ -13,6 +13,7 @@ finds Hamming distance <= 3 through a band index (``ItemRepository.near_simhash`
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections import Counter
 
@@ -60,7 +61,7 @@ def simhash64(normalised: str) -> int:
     if not words:
         return 0
     features: Counter[str] = Counter(words)
-    features.update(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    features.update(f"{a} {b}" for a, b in itertools.pairwise(words))
     hashes = np.array([_feature_hash(f) for f in features], dtype=np.uint64)
     weights = np.array(list(features.values()), dtype=np.int64)
     bits = (hashes[:, None] & _BITS[None, :]) != 0

@@ -114,7 +114,9 @@ async def export_memories(
     after: Item | None = None
     while True:
 
-        def page(tx: Tx, a: Item | None = after) -> tuple[list[Item], dict[int, str], dict[int, np.ndarray]]:
+        def page(
+            tx: Tx, a: Item | None = after
+        ) -> tuple[list[Item], dict[int, str], dict[int, np.ndarray]]:
             items = tx.items.find(scope, kinds=_KINDS, order="id", after=a, limit=_PAGE)
             linked = {i.superseded_by for i in items if i.superseded_by}
             links = {k: v.uid for k, v in tx.items.get(sorted(linked), meta_keys=()).items()}
@@ -125,7 +127,14 @@ async def export_memories(
         for item in items:
             if item.scope not in scopes:
                 scopes.append(item.scope)
-            out.write(json.dumps(_record(item, links, vectors.get(item.item_id)), sort_keys=True, ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    _record(item, links, vectors.get(item.item_id)),
+                    sort_keys=True,
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
             exported += 1
         if len(items) < _PAGE:
             break
@@ -144,13 +153,14 @@ async def export_memories(
         out.write(
             json.dumps(
                 {
-                    "type": "settings", **pair.as_dict(),
+                    "type": "settings",
+                    **pair.as_dict(),
                     "memory_enabled": state.memory_enabled,
                     "incognito_default": state.incognito_default,
                     "soft_cap": state.soft_cap,
                 },
                 sort_keys=True,
-            )  # fmt: skip
+            )
             + "\n"
         )
     return ExportReport(exported=exported, settings=len(settings))
@@ -208,7 +218,9 @@ async def import_lossless(
                         uid=uid,
                         kind=MEMORY,
                         text=str(record["text"]),
-                        token_count=int(record.get("token_count") or ctx.tokens.count(str(record["text"]))),
+                        token_count=int(
+                            record.get("token_count") or ctx.tokens.count(str(record["text"]))
+                        ),
                         scope=scope,
                         content_hash=str(record.get("content_hash") or ""),
                         simhash=int(record["simhash"], 16) if record.get("simhash") else None,
@@ -218,7 +230,10 @@ async def import_lossless(
                         created_at=str(record["created_at"]),
                         repeat_count=int(record.get("repeat_count", 0)),
                         valid_from=record.get("valid_from"),
-                        metadata={**metadata, "manually_saved": flag(bool(record.get("manually_saved")))},
+                        metadata={
+                            **metadata,
+                            "manually_saved": flag(bool(record.get("manually_saved"))),
+                        },
                     ),
                     vector,
                     record,
@@ -243,7 +258,9 @@ async def import_lossless(
             if record.get("valid_to") or target:
                 tx.items.update(
                     new_ids[item.uid],
-                    ItemUpdate(valid_to=record.get("valid_to"), superseded_by=new_ids.get(target or "")),
+                    ItemUpdate(
+                        valid_to=record.get("valid_to"), superseded_by=new_ids.get(target or "")
+                    ),
                 )
         for pair, record in settings_rows:
             state = controls.load_state(tx, pair.scope)

@@ -27,7 +27,6 @@ from memory_core.memories.records import CURRENT, Memory, memory_of
 from memory_core.memories.spaces import MemorySpace
 from memory_core.memories.text import normalise, simhash64, text_digest
 from memory_core.memories.writes import NewEntry, merge_plan, new_item, supersede_updates
-from memory_core.models import ItemUpdate
 from memory_core.retrieval.rewrite import rewrite_query
 from memory_core.storage.ports import LexicalQuery
 
@@ -141,9 +140,7 @@ def prepare(
 ) -> NewEntry:
     """The new entry's derived fields (pure apart from the token counter)."""
     manually_saved = request.manually_saved or classification.explicit_save
-    info = enrich(
-        request.text, normalised, tags=request.tags, category=classification.category
-    )
+    info = enrich(request.text, normalised, tags=request.tags, category=classification.category)
     base = importance_score(
         base=settings.base_importance,
         category=classification.category,
@@ -201,9 +198,13 @@ def _conflict_candidates(tx: Tx, scope: Scope, text: str) -> list[tuple[int, str
     terms = rewrite_query(text).terms
     if not terms:
         return []
-    hits = tx.lexical.search(LexicalQuery(terms, "OR"), scope, kinds=_KINDS, where=CURRENT, limit=10)
+    hits = tx.lexical.search(
+        LexicalQuery(terms, "OR"), scope, kinds=_KINDS, where=CURRENT, limit=10
+    )
     items = tx.items.get([h.item_id for h in hits], meta_keys=())
-    return [(h.item_id, items[h.item_id].uid, items[h.item_id].text) for h in hits if h.item_id in items]
+    return [
+        (h.item_id, items[h.item_id].uid, items[h.item_id].text) for h in hits if h.item_id in items
+    ]
 
 
 def _merge(

@@ -173,12 +173,12 @@ def merge_plan(
         metadata["last_scores"] = scores
         metadata["trim_key"] = trim_key(scores["total"])
     update = ItemUpdate(
-        repeat_count=repeat,
-        importance=importance,
-        pinned=pinned,
-        metadata=metadata,
-        **({"tags": tags} if tags != canonical.tags else {}),
+        repeat_count=repeat, importance=importance, pinned=pinned, metadata=metadata
     )
+    if tags != canonical.tags:  # a tag change rewrites the lexical row: only when needed
+        update = ItemUpdate(
+            repeat_count=repeat, importance=importance, pinned=pinned, metadata=metadata, tags=tags
+        )
     return MergePlan(
         update=update,
         repeat_count=repeat,

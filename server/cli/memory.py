@@ -31,7 +31,9 @@ def _space(state: CliState, explicit: str | None) -> str:
 
 
 def _where(fn: Any) -> Any:
-    fn = click.option("--user", default=None, help="Owning user (default: memories.default_user).")(fn)
+    fn = click.option("--user", default=None, help="Owning user (default: memories.default_user).")(
+        fn
+    )
     return click.option(
         "--space", default=None, metavar="S",
         help="Space (default: the project of the working directory).",
@@ -158,7 +160,11 @@ def import_command(
     _warn(report.warnings)
     click.echo(
         f"imported {report.imported}, merged {report.merged}, skipped {report.skipped}"
-        + (f", {report.entities} entities, {report.relations} relations" if fmt == "official" else "")
+        + (
+            f", {report.entities} entities, {report.relations} relations"
+            if fmt == "official"
+            else ""
+        )
     )
     for issue in report.errors[:20]:
         click.echo(f"line {issue.line}: {issue.error}", err=True)
@@ -213,9 +219,15 @@ def recall_command(
         await memoir.embedder.ensure_loaded()
         return [
             await memoir.memories.recall(
-                q, space=target, user=user, k=k, budget_tokens=budget_tokens, now=now,
-                session=session, explain=explain,
-            )  # fmt: skip
+                q,
+                space=target,
+                user=user,
+                k=k,
+                budget_tokens=budget_tokens,
+                now=now,
+                session=session,
+                explain=explain,
+            )
             for q in queries
         ]
 
@@ -230,7 +242,9 @@ def recall_command(
         return
     _warn(result.warnings)
     if not result.results:
-        click.echo(f"nothing remembered about {query!r}" if result.status == "ok" else result.status)
+        click.echo(
+            f"nothing remembered about {query!r}" if result.status == "ok" else result.status
+        )
         return
     print_table(
         ["id", "text", "rel", "rec", "imp", "total"],
@@ -300,7 +314,9 @@ def _id_command(name: str, help_text: str) -> Any:
         if as_json:
             emit_json(envelope(**_dump(result)))
         elif name == "forget":
-            click.echo(f"forgot {result.id} (re-creation blocked until {result.tombstone_expires_at})")
+            click.echo(
+                f"forgot {result.id} (re-creation blocked until {result.tombstone_expires_at})"
+            )
         elif name == "show":
             _print_memory(result)
         else:
@@ -371,7 +387,11 @@ def _incognito(action: str) -> Any:
         target = _space(state, space)
 
         async def run(memoir: Any) -> Any:
-            method = memoir.memories.incognito_start if action == "start" else memoir.memories.incognito_end
+            method = (
+                memoir.memories.incognito_start
+                if action == "start"
+                else memoir.memories.incognito_end
+            )
             return await method(space=target, user=user, session=session)
 
         view = state.run(run, as_json=as_json, check_embedder=False)
@@ -409,7 +429,9 @@ def stats_command(state: CliState, space: str | None, user: str | None, as_json:
                 "used_rate"):  # fmt: skip
         click.echo(f"{key.ljust(22)} {data[key] if data[key] is not None else '-'}")
     if stats.user_actions:
-        click.echo("user actions           " + ", ".join(f"{k} {v}" for k, v in stats.user_actions.items()))
+        click.echo(
+            "user actions           " + ", ".join(f"{k} {v}" for k, v in stats.user_actions.items())
+        )
     for alert in stats.alerts:
         click.echo(f"ALERT: {alert}", err=True)
 
@@ -431,9 +453,7 @@ def backfill_command(
     """Run memory_embed_backfill: embed every queued memory (needs_embedding)."""
     if (retention or rollup_days is not None) and space is None:
         fail(
-            InvalidInputError(
-                "--retention and --rollup work on one space", hint="add --space S"
-            ),
+            InvalidInputError("--retention and --rollup work on one space", hint="add --space S"),
             as_json=as_json,
         )
 
@@ -443,9 +463,13 @@ def backfill_command(
             space=space, user=user, batch_size=batch_size, max_batches=max_batches
         )
         if retention:
-            report.retention_deleted = len(await memoir.memories.apply_retention(space=space, user=user))
+            report.retention_deleted = len(
+                await memoir.memories.apply_retention(space=space, user=user)
+            )
         if rollup_days is not None:
-            rolled = await memoir.memories.rollup(space=space, user=user, older_than_days=rollup_days)
+            rolled = await memoir.memories.rollup(
+                space=space, user=user, older_than_days=rollup_days
+            )
             report.rollups = len(rolled.rollups)
         return report
 
@@ -473,7 +497,9 @@ def export_command(
 
     async def run(memoir: Any) -> Any:
         out = file if file is not None else sys.stdout
-        return await memoir.memories.export(out, space=space, user=user, with_vectors=not no_vectors)
+        return await memoir.memories.export(
+            out, space=space, user=user, with_vectors=not no_vectors
+        )
 
     report = state.run(run, as_json=False, check_embedder=False)
     if file is not None:

@@ -180,7 +180,8 @@ def register_memory_tools(app: MCPServer, runtime: MemoirRuntime) -> None:
             method = memoir.memories.pin if pinned else memoir.memories.unpin
             view = await method(memory_id, space=space)
             return ok_result(
-                PinOut(id=view.id, pinned=view.pinned), f"{'pinned' if view.pinned else 'unpinned'} {view.id}"
+                PinOut(id=view.id, pinned=view.pinned),
+                f"{'pinned' if view.pinned else 'unpinned'} {view.id}",
             )
 
         return await host.run(ctx, "pin", body, writes=True)
@@ -198,15 +199,20 @@ def register_memory_tools(app: MCPServer, runtime: MemoirRuntime) -> None:
             space = require_write_scope(decision)
             session = client_key(ctx)
             if memory is not None:
-                view = await memoir.memories.update_settings(space=space, memory_enabled=memory == "on")
+                view = await memoir.memories.update_settings(
+                    space=space, memory_enabled=memory == "on"
+                )
             if incognito is not None:
-                method = memoir.memories.incognito_start if incognito else memoir.memories.incognito_end
+                method = (
+                    memoir.memories.incognito_start if incognito else memoir.memories.incognito_end
+                )
                 view = await method(space=space, session=session)
             else:
                 view = await memoir.memories.settings(space=space, session=session)
             out = ModeOut(memory_enabled=view.memory_enabled, incognito=view.incognito)
             return ok_result(
-                out, f"memory {'on' if out.memory_enabled else 'off'}, incognito {'on' if out.incognito else 'off'}"
+                out,
+                f"memory {'on' if out.memory_enabled else 'off'}, incognito {'on' if out.incognito else 'off'}",
             )
 
         return await host.run(ctx, "memory_mode", body, writes=True)

@@ -46,7 +46,7 @@ _READ = ToolAnnotations(
 
 class EntityIn(BaseModel):
     name: str = Field(description="The name of the entity")
-    entityType: str = Field(description="The type of the entity")  # noqa: N815
+    entityType: str = Field(description="The type of the entity")
     observations: list[str] = Field(
         description="An array of observation contents associated with the entity"
     )
@@ -55,19 +55,19 @@ class EntityIn(BaseModel):
 class RelationIn(BaseModel):
     from_: str = Field(alias="from", description="The name of the entity where the relation starts")
     to: str = Field(description="The name of the entity where the relation ends")
-    relationType: str = Field(description="The type of the relation")  # noqa: N815
+    relationType: str = Field(description="The type of the relation")
 
     def plain(self) -> dict[str, str]:
         return {"from": self.from_, "to": self.to, "relationType": self.relationType}
 
 
 class ObservationIn(BaseModel):
-    entityName: str = Field(description="The name of the entity to add the observations to")  # noqa: N815
+    entityName: str = Field(description="The name of the entity to add the observations to")
     contents: list[str] = Field(description="An array of observation contents to add")
 
 
 class DeletionIn(BaseModel):
-    entityName: str = Field(description="The name of the entity containing the observations")  # noqa: N815
+    entityName: str = Field(description="The name of the entity containing the observations")
     observations: list[str] = Field(description="An array of observations to delete")
 
 
@@ -80,8 +80,8 @@ class RelationsOut(BaseModel):
 
 
 class AddedOut(BaseModel):
-    entityName: str  # noqa: N815
-    addedObservations: list[str]  # noqa: N815
+    entityName: str
+    addedObservations: list[str]
 
 
 class ResultsOut(BaseModel):
@@ -100,7 +100,9 @@ class GraphOut(BaseModel):
 
 def _result(structured: dict[str, Any], text: str) -> CallToolResult:
     """The official server's answer: the result as indented JSON text, and as structure."""
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
 
 
 def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
@@ -139,7 +141,9 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
             created = await memoir.memories.graph.create_relations(
                 space_of(memoir, roots, ctx, write=True), [r.plain() for r in relations]
             )
-            return _result({"relations": created}, json.dumps(created, indent=2, ensure_ascii=False))
+            return _result(
+                {"relations": created}, json.dumps(created, indent=2, ensure_ascii=False)
+            )
 
         return await host.run(ctx, "create_relations", body, writes=True)
 
@@ -165,12 +169,14 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         annotations=_DELETE,
     )  # fmt: skip
     async def delete_entities(
-        entityNames: Annotated[list[str], Field(description="An array of entity names to delete")],  # noqa: N803
+        entityNames: Annotated[list[str], Field(description="An array of entity names to delete")],
         ctx: Context,
         roots: Roots,
     ) -> Annotated[CallToolResult, SuccessOut]:
         async def body(memoir: Any) -> CallToolResult:
-            await memoir.memories.graph.delete_entities(space_of(memoir, roots, ctx, write=True), entityNames)
+            await memoir.memories.graph.delete_entities(
+                space_of(memoir, roots, ctx, write=True), entityNames
+            )
             message = "Entities deleted successfully"
             return _result({"success": True, "message": message}, message)
 
@@ -198,7 +204,9 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         description="Delete multiple relations from the knowledge graph", annotations=_DELETE,
     )  # fmt: skip
     async def delete_relations(
-        relations: Annotated[list[RelationIn], Field(description="An array of relations to delete")],
+        relations: Annotated[
+            list[RelationIn], Field(description="An array of relations to delete")
+        ],
         ctx: Context,
         roots: Roots,
     ) -> Annotated[CallToolResult, SuccessOut]:
@@ -217,7 +225,9 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     )  # fmt: skip
     async def read_graph(ctx: Context, roots: Roots) -> Annotated[CallToolResult, GraphOut]:
         async def body(memoir: Any) -> CallToolResult:
-            graph = await memoir.memories.graph.read_graph(space_of(memoir, roots, ctx, write=False))
+            graph = await memoir.memories.graph.read_graph(
+                space_of(memoir, roots, ctx, write=False)
+            )
             return _result(graph, json.dumps(graph, indent=2, ensure_ascii=False))
 
         return await host.run(ctx, "read_graph", body, writes=False)
@@ -229,13 +239,17 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     async def search_nodes(
         query: Annotated[
             str,
-            Field(description="The search query to match against entity names, types, and observation content"),
+            Field(
+                description="The search query to match against entity names, types, and observation content"
+            ),
         ],
         ctx: Context,
         roots: Roots,
     ) -> Annotated[CallToolResult, GraphOut]:
         async def body(memoir: Any) -> CallToolResult:
-            graph = await memoir.memories.graph.search_nodes(space_of(memoir, roots, ctx, write=False), query)
+            graph = await memoir.memories.graph.search_nodes(
+                space_of(memoir, roots, ctx, write=False), query
+            )
             return _result(graph, json.dumps(graph, indent=2, ensure_ascii=False))
 
         return await host.run(ctx, "search_nodes", body, writes=False)
@@ -250,7 +264,9 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         roots: Roots,
     ) -> Annotated[CallToolResult, GraphOut]:
         async def body(memoir: Any) -> CallToolResult:
-            graph = await memoir.memories.graph.open_nodes(space_of(memoir, roots, ctx, write=False), names)
+            graph = await memoir.memories.graph.open_nodes(
+                space_of(memoir, roots, ctx, write=False), names
+            )
             return _result(graph, json.dumps(graph, indent=2, ensure_ascii=False))
 
         return await host.run(ctx, "open_nodes", body, writes=False)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pydantic_ai.models
 import pytest
-
 from memory_testkit import open_memoir
 
 from memory_core.service import Memoir

@@ -65,7 +65,9 @@ async def test_the_backfill_embeds_the_queue_in_batches(memoir: Memoir) -> None:
     assert after.embed_failure_rate == 0.0
 
 
-async def test_a_failing_embedder_is_retried_with_exponential_backoff_and_jitter(memoir: Memoir) -> None:
+async def test_a_failing_embedder_is_retried_with_exponential_backoff_and_jitter(
+    memoir: Memoir,
+) -> None:
     await _queue(memoir, 2)
     flaky = FlakyEmbedder(failures=2)
     waits: list[float] = []
@@ -73,7 +75,9 @@ async def test_a_failing_embedder_is_retried_with_exponential_backoff_and_jitter
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    settings = memoir.settings.memories.model_copy(update={"backfill_backoff_s": 1.0, "backfill_retries": 3})
+    settings = memoir.settings.memories.model_copy(
+        update={"backfill_backoff_s": 1.0, "backfill_retries": 3}
+    )
     report = await run_backfill(
         replace(memoir.context, embedder=flaky), settings, sleep=sleep, rng=random.Random(7)
     )

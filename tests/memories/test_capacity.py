@@ -19,7 +19,9 @@ WORDS = ["amber", "birch", "cedar", "dune", "ember", "fjord", "grove", "heath", 
 _used = iter(range(10_000))
 
 
-async def _fill(memoir: Memoir, count: int, *, days_old: float = 0.0, **kwargs: object) -> list[str]:
+async def _fill(
+    memoir: Memoir, count: int, *, days_old: float = 0.0, **kwargs: object
+) -> list[str]:
     ids = []
     for _ in range(count):
         i = next(_used)

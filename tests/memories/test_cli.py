@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -58,7 +58,9 @@ def test_add_recall_list_show_pin_forget_round_trip(tmp_path: Path) -> None:
 
     listed = ok(run(tmp_path, "list", "--space", "theo", "--user", "ana", "--saved", "--json"))
     assert [e["id"] for e in listed["entries"]] == [memory["id"]]
-    pinned = ok(run(tmp_path, "pin", memory["id"][:10], "--space", "theo", "--user", "ana", "--json"))
+    pinned = ok(
+        run(tmp_path, "pin", memory["id"][:10], "--space", "theo", "--user", "ana", "--json")
+    )
     assert pinned["pinned"] is True
     shown = run(tmp_path, "show", memory["id"], "--space", "theo", "--user", "ana")
     assert shown.returncode == 0 and re.search(r"pinned / saved +True / True", shown.stdout)
@@ -71,7 +73,10 @@ def test_add_recall_list_show_pin_forget_round_trip(tmp_path: Path) -> None:
 def test_recall_stdin_answers_one_json_line_per_query_line(tmp_path: Path) -> None:
     lines = "\n".join(
         json.dumps({"text": t, "space": "s", "tags": [tag]})
-        for t, tag in (("Standup is every Monday at 9am", "meetings"), ("Use ruff for linting", "tools"))
+        for t, tag in (
+            ("Standup is every Monday at 9am", "meetings"),
+            ("Use ruff for linting", "tools"),
+        )
     )
     (tmp_path / "in.jsonl").write_text(lines)
     report = ok(run(tmp_path, "import", "in.jsonl", "--json"))
@@ -85,13 +90,18 @@ def test_recall_stdin_answers_one_json_line_per_query_line(tmp_path: Path) -> No
 
 
 def test_settings_incognito_stats_backfill_export(tmp_path: Path) -> None:
-    assert ok(run(tmp_path, "settings", "--space", "s", "--memory", "off", "--json"))["memory_enabled"] is False
+    assert (
+        ok(run(tmp_path, "settings", "--space", "s", "--memory", "off", "--json"))["memory_enabled"]
+        is False
+    )
     skipped = ok(run(tmp_path, "add", "a secret", "--space", "s", "--json"))
     assert skipped["status"] == "skipped"
     ok(run(tmp_path, "settings", "--space", "s", "--memory", "on", "--soft-cap", "50", "--json"))
     started = ok(run(tmp_path, "incognito", "start", "--space", "s", "--json"))
     assert started["incognito"] is True
-    assert ok(run(tmp_path, "add", "another secret", "--space", "s", "--json"))["status"] == "skipped"
+    assert (
+        ok(run(tmp_path, "add", "another secret", "--space", "s", "--json"))["status"] == "skipped"
+    )
     assert ok(run(tmp_path, "incognito", "end", "--space", "s", "--json"))["incognito"] is False
     ok(run(tmp_path, "add", "Deploys need two approvals", "--space", "s", "--json"))
     backfill = ok(run(tmp_path, "backfill", "--json"))
@@ -103,7 +113,9 @@ def test_settings_incognito_stats_backfill_export(tmp_path: Path) -> None:
     assert exported.returncode == 0
     records = [json.loads(line) for line in exported.stdout.splitlines()]
     assert records[0]["format"] == "memoir-memories/1"
-    assert [r["text"] for r in records if r.get("type") == "memory"] == ["Deploys need two approvals"]
+    assert [r["text"] for r in records if r.get("type") == "memory"] == [
+        "Deploys need two approvals"
+    ]
 
 
 def test_bad_input_exits_non_zero_with_a_hint(tmp_path: Path) -> None:

@@ -59,9 +59,13 @@ async def test_a_forgotten_text_cannot_be_recreated_for_24_hours(memoir: Memoir)
     saved = await memoir.memories.remember("My bank is Acme", space=SPACE, now=now)
     assert saved.memory is not None
     await memoir.memories.forget(saved.memory.id, space=SPACE, now=now)
-    blocked = await memoir.memories.remember("my bank is ACME", space=SPACE, now=now + timedelta(hours=23))
+    blocked = await memoir.memories.remember(
+        "my bank is ACME", space=SPACE, now=now + timedelta(hours=23)
+    )
     assert blocked.status == "blocked" and blocked.memory is None
-    again = await memoir.memories.remember("My bank is Acme", space=SPACE, now=now + timedelta(hours=25))
+    again = await memoir.memories.remember(
+        "My bank is Acme", space=SPACE, now=now + timedelta(hours=25)
+    )
     assert again.status == "created"
 
 
@@ -82,7 +86,9 @@ async def test_memory_off_neither_saves_nor_recalls(memoir: Memoir) -> None:
     assert skipped.status == "skipped" and "off" in (skipped.reason or "")
     assert recalled.status == "disabled" and recalled.results == []
     await memoir.memories.update_settings(space=SPACE, memory_enabled=True)
-    assert [r.text for r in (await memoir.memories.recall("mode", space=SPACE)).results] == ["Prefers dark mode"]
+    assert [r.text for r in (await memoir.memories.recall("mode", space=SPACE)).results] == [
+        "Prefers dark mode"
+    ]
     assert "settings" in await _events(memoir)
 
 
@@ -103,9 +109,13 @@ async def test_an_incognito_session_neither_persists_nor_retrieves(memoir: Memoi
 
 async def test_incognito_default_makes_new_sessions_incognito(memoir: Memoir) -> None:
     await memoir.memories.update_settings(space=SPACE, incognito_default=True)
-    assert (await memoir.memories.remember("x marks the spot", space=SPACE, session="s1")).status == "skipped"
+    assert (
+        await memoir.memories.remember("x marks the spot", space=SPACE, session="s1")
+    ).status == "skipped"
     await memoir.memories.incognito_end(space=SPACE, session="s1")
-    assert (await memoir.memories.remember("x marks the spot", space=SPACE, session="s1")).status == "created"
+    assert (
+        await memoir.memories.remember("x marks the spot", space=SPACE, session="s1")
+    ).status == "created"
 
 
 async def test_every_user_action_is_audited(memoir: Memoir) -> None:
@@ -117,15 +127,41 @@ async def test_every_user_action_is_audited(memoir: Memoir) -> None:
     await memoir.memories.incognito_start(space=SPACE)
     await memoir.memories.incognito_end(space=SPACE)
     await memoir.memories.forget(saved.memory.id, space=SPACE)
-    assert await _events(memoir) == ["remember", "pin", "unpin", "settings", "incognito", "incognito", "forget"]
+    assert await _events(memoir) == [
+        "remember",
+        "pin",
+        "unpin",
+        "settings",
+        "incognito",
+        "incognito",
+        "forget",
+    ]
     stats = await memoir.memories.stats(space=SPACE)
-    assert stats.user_actions == {"forget": 1, "incognito": 2, "pin": 1, "remember": 1, "settings": 1, "unpin": 1}
+    assert stats.user_actions == {
+        "forget": 1,
+        "incognito": 2,
+        "pin": 1,
+        "remember": 1,
+        "settings": 1,
+        "unpin": 1,
+    }
 
 
 async def test_retention_hard_deletes_unpinned_entries_older_than_180_days(memoir: Memoir) -> None:
     now = datetime(2026, 9, 1, tzinfo=UTC)
-    old = await memoir.memories.remember("Old fact about builds", space=SPACE, created_at=now - timedelta(days=170), now=now - timedelta(days=170))
-    kept = await memoir.memories.remember("Old pinned fact about deploys", space=SPACE, created_at=now - timedelta(days=170), pin=True, now=now - timedelta(days=170))
+    old = await memoir.memories.remember(
+        "Old fact about builds",
+        space=SPACE,
+        created_at=now - timedelta(days=170),
+        now=now - timedelta(days=170),
+    )
+    kept = await memoir.memories.remember(
+        "Old pinned fact about deploys",
+        space=SPACE,
+        created_at=now - timedelta(days=170),
+        pin=True,
+        now=now - timedelta(days=170),
+    )
     fresh = await memoir.memories.remember("Fresh fact about tests", space=SPACE, now=now)
     assert old.memory and kept.memory and fresh.memory
     later = now + timedelta(days=20)
@@ -160,7 +196,9 @@ async def test_spaces_and_users_are_isolated(memoir: Memoir) -> None:
     assert (await memoir.memories.recall("secret", space="TheoEngine", user="ana")).results
 
 
-async def test_an_entry_older_than_the_retention_is_deleted_at_once_and_says_so(memoir: Memoir) -> None:
+async def test_an_entry_older_than_the_retention_is_deleted_at_once_and_says_so(
+    memoir: Memoir,
+) -> None:
     now = datetime(2026, 9, 1, tzinfo=UTC)
     result = await memoir.memories.remember(
         "An ancient fact", space=SPACE, created_at=now - timedelta(days=400), now=now

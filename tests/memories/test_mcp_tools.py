@@ -31,25 +31,51 @@ async def test_remember_recall_pin_forget_and_memory_mode(tmp_path: Path) -> Non
         async with server.client(project) as client:
             schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
             saved = _ok(
-                await client.call_tool("remember", {"text": "Remember: the user prefers pnpm", "pin": True}),
+                await client.call_tool(
+                    "remember", {"text": "Remember: the user prefers pnpm", "pin": True}
+                ),
                 schemas["remember"],
             )
             assert saved["status"] == "created"
-            again = _ok(await client.call_tool("remember", {"text": "remember: the user prefers PNPM"}), schemas["remember"])
+            again = _ok(
+                await client.call_tool("remember", {"text": "remember: the user prefers PNPM"}),
+                schemas["remember"],
+            )
             assert again["status"] == "merged" and again["id"] == saved["id"]
-            recalled = _ok(await client.call_tool("recall", {"query": "package manager pnpm"}), schemas["recall"])
+            recalled = _ok(
+                await client.call_tool("recall", {"query": "package manager pnpm"}),
+                schemas["recall"],
+            )
             assert recalled["memories"][0]["id"] == saved["id"]
             assert "pnpm" in recalled["context"]
-            assert _ok(await client.call_tool("pin", {"memory_id": saved["id"], "pinned": False}), schemas["pin"])["pinned"] is False
-            mode = _ok(await client.call_tool("memory_mode", {"incognito": True}), schemas["memory_mode"])
+            assert (
+                _ok(
+                    await client.call_tool("pin", {"memory_id": saved["id"], "pinned": False}),
+                    schemas["pin"],
+                )["pinned"]
+                is False
+            )
+            mode = _ok(
+                await client.call_tool("memory_mode", {"incognito": True}), schemas["memory_mode"]
+            )
             assert mode == {"memory_enabled": True, "incognito": True}
             hidden = await client.call_tool("recall", {"query": "pnpm"})
-            assert hidden.structured_content["memories"] == [] and "incognito" in hidden.content[0].text
-            _ok(await client.call_tool("memory_mode", {"incognito": False, "memory": "off"}), schemas["memory_mode"])
-            off = _ok(await client.call_tool("remember", {"text": "something new"}), schemas["remember"])
+            assert (
+                hidden.structured_content["memories"] == []
+                and "incognito" in hidden.content[0].text
+            )
+            _ok(
+                await client.call_tool("memory_mode", {"incognito": False, "memory": "off"}),
+                schemas["memory_mode"],
+            )
+            off = _ok(
+                await client.call_tool("remember", {"text": "something new"}), schemas["remember"]
+            )
             assert off["status"] == "skipped"
             _ok(await client.call_tool("memory_mode", {"memory": "on"}), schemas["memory_mode"])
-            gone = _ok(await client.call_tool("forget", {"memory_id": saved["id"]}), schemas["forget"])
+            gone = _ok(
+                await client.call_tool("forget", {"memory_id": saved["id"]}), schemas["forget"]
+            )
             assert gone == {"id": saved["id"], "forgotten": True}
             missing = await client.call_tool("forget", {"memory_id": saved["id"]})
             assert missing.is_error and "Hint:" in missing.content[0].text

@@ -47,7 +47,9 @@ def official_server() -> Path:
             pytest.fail("npm/node are needed for the differential test of the compatibility mode")
         pytest.skip("npm/node are not installed: the official memory server cannot run here")
     folder = _cache_dir()
-    entry = folder / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+    entry = (
+        folder / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+    )
     if not entry.exists():
         folder.mkdir(parents=True, exist_ok=True)
         subprocess.run(
@@ -105,11 +107,15 @@ def _normalised(tool: str, content: dict[str, Any] | None) -> Any:
         return None
     out = json.loads(json.dumps(content))
     if "relations" in out and isinstance(out["relations"], list):
-        out["relations"] = sorted(out["relations"], key=lambda r: (r["from"], r["relationType"], r["to"]))
+        out["relations"] = sorted(
+            out["relations"], key=lambda r: (r["from"], r["relationType"], r["to"])
+        )
     return out
 
 
-async def _run(client: Client, sequence: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any, str]]:
+async def _run(
+    client: Client, sequence: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[bool, Any, str]]:
     answers = []
     for tool, arguments in sequence:
         result = await client.call_tool(tool, arguments)
@@ -123,7 +129,10 @@ async def test_the_same_call_sequence_gives_the_same_graph_as_the_official_serve
     params = StdioServerParameters(
         command=shutil.which("node") or "node",
         args=[str(official_server)],
-        env={"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl"), "PATH": os.environ.get("PATH", "")},
+        env={
+            "MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl"),
+            "PATH": os.environ.get("PATH", ""),
+        },
     )
     with anyio.fail_after(_WAIT_S):
         async with Client(params, mode="legacy") as client:

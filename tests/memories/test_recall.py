@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from memory_testkit import SPACE
 
-from memory_core.context import CoreContext
 from memory_core.errors import DatabaseUnavailableError
 from memory_core.memories.service import MemoryService
 from memory_core.service import Memoir
@@ -102,14 +101,21 @@ async def test_recency_decays_with_tau_of_seven_days(memoir: Memoir) -> None:
 
 async def test_the_weights_decide_between_recent_and_important(memoir: Memoir) -> None:
     old = await memoir.memories.remember(
-        "Remember: the deploy key lives in the vault", space=SPACE, created_at=_days_ago(60), now=NOW
+        "Remember: the deploy key lives in the vault",
+        space=SPACE,
+        created_at=_days_ago(60),
+        now=NOW,
     )
     new = await memoir.memories.remember(
         "the deploy key was rotated", space=SPACE, created_at=_days_ago(0), now=NOW
     )
     assert old.memory is not None and new.memory is not None
-    by_recency = await _service(memoir, beta=3.0, gamma=0.0).recall("deploy key", space=SPACE, now=NOW)
-    by_importance = await _service(memoir, beta=0.0, gamma=3.0).recall("deploy key", space=SPACE, now=NOW)
+    by_recency = await _service(memoir, beta=3.0, gamma=0.0).recall(
+        "deploy key", space=SPACE, now=NOW
+    )
+    by_importance = await _service(memoir, beta=0.0, gamma=3.0).recall(
+        "deploy key", space=SPACE, now=NOW
+    )
     assert by_recency.results[0].id == new.memory.id
     assert by_importance.results[0].id == old.memory.id
 
@@ -129,7 +135,9 @@ async def test_mmr_with_a_low_lambda_prefers_a_different_topic_over_a_near_repea
     await memoir.memories.remember(
         "The staging database Postgres holds the orders schema", space=SPACE, tags=["db"]
     )
-    other = await memoir.memories.remember("The staging cache is Redis", space=SPACE, tags=["cache"])
+    other = await memoir.memories.remember(
+        "The staging cache is Redis", space=SPACE, tags=["cache"]
+    )
     assert other.memory is not None
     query = "staging database postgres"
     relevant_only = await _service(memoir, mmr_lambda=1.0).recall(query, space=SPACE, now=NOW, k=2)
@@ -145,7 +153,9 @@ async def test_without_embeddings_mmr_falls_back_to_tag_overlap(memoir: Memoir) 
         ("alpha service uses the shared cache", "cache"),
     ):
         await memoir.memories.remember(text, space=SPACE, tags=[tag], embed_now=False)
-    found = await _service(memoir, mmr_lambda=0.3).recall("alpha service shared", space=SPACE, now=NOW, k=2)
+    found = await _service(memoir, mmr_lambda=0.3).recall(
+        "alpha service shared", space=SPACE, now=NOW, k=2
+    )
     assert {r.tags[0] for r in found.results} == {"queue", "cache"}
 
 
@@ -159,7 +169,9 @@ async def test_the_token_budget_is_never_exceeded(memoir: Memoir) -> None:
             space=SPACE, embed_now=False, source_ids=[f"chat:{i}"], on_conflict="keep",
         )  # fmt: skip
     for budget in (1, 7, 40, 120, 600):
-        found = await memoir.memories.recall("orders pipeline", space=SPACE, budget_tokens=budget, k=16)
+        found = await memoir.memories.recall(
+            "orders pipeline", space=SPACE, budget_tokens=budget, k=16
+        )
         assert found.used_tokens <= budget
         assert memoir.tokens.count(found.context) <= budget
         assert len(found.results) <= 16
@@ -167,16 +179,23 @@ async def test_the_token_budget_is_never_exceeded(memoir: Memoir) -> None:
     assert len(wide.results) == 16
 
 
-async def test_the_context_groups_by_tag_and_carries_source_ids_and_summaries(memoir: Memoir) -> None:
+async def test_the_context_groups_by_tag_and_carries_source_ids_and_summaries(
+    memoir: Memoir,
+) -> None:
     long_text = " ".join(
-        f"Sentence {i} explains how the billing export batches invoices per tenant." for i in range(20)
+        f"Sentence {i} explains how the billing export batches invoices per tenant."
+        for i in range(20)
     )
     await memoir.memories.remember(long_text, space=SPACE, tags=["billing"], source_ids=["doc:77"])
     await memoir.memories.remember("Billing runs nightly at 2am", space=SPACE, tags=["billing"])
     await memoir.memories.remember("Billing alerts go to #payments", space=SPACE, tags=["alerts"])
     found = await memoir.memories.recall("billing", space=SPACE, budget_tokens=2000)
     assert "## billing" in found.context and "## alerts" in found.context
-    billing = found.context.split("## alerts")[0] if found.context.index("## billing") == 0 else found.context
+    billing = (
+        found.context.split("## alerts")[0]
+        if found.context.index("## billing") == 0
+        else found.context
+    )
     assert billing.count("- ") >= 2
     assert "sources: doc:77" in found.context
     long_hit = next(r for r in found.results if r.source_ids == ["doc:77"])

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.anyio
 
 async def _populate(memoir: Memoir) -> None:
     m = memoir.memories
-    first = await m.remember("I prefer pnpm over npm", space=SPACE, tags=["tooling"], source_ids=["chat:1"])
+    first = await m.remember(
+        "I prefer pnpm over npm", space=SPACE, tags=["tooling"], source_ids=["chat:1"]
+    )
     await m.remember("i prefer pnpm over npm!", space=SPACE, manually_saved=True)
     await m.remember("The weekly sync is on Tuesdays at 10am", space=SPACE)
     await m.remember("The weekly sync moved to Wednesdays at 11am", space=SPACE)
@@ -29,7 +31,9 @@ async def _populate(memoir: Memoir) -> None:
     await m.update_settings(space=SPACE, incognito_default=False, soft_cap=150)
 
 
-async def test_export_then_import_into_an_empty_store_is_lossless(memoir: Memoir, memoir_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_export_then_import_into_an_empty_store_is_lossless(
+    memoir: Memoir, memoir_factory
+) -> None:  # type: ignore[no-untyped-def]
     await _populate(memoir)
     first = io.StringIO()
     report = await memoir.memories.export(first)
@@ -97,7 +101,9 @@ async def test_the_official_memory_jsonl_imports_graph_and_memories_skipping_bad
         "name": "John_Smith", "entityType": "person",
         "observations": ["Speaks fluent Spanish", "Prefers morning meetings"],
     }  # fmt: skip
-    assert graph["relations"] == [{"from": "John_Smith", "to": "Anthropic", "relationType": "works_at"}]
+    assert graph["relations"] == [
+        {"from": "John_Smith", "to": "Anthropic", "relationType": "works_at"}
+    ]
     found = await memoir.memories.recall("who speaks spanish", space=SPACE)
     assert found.results[0].text == "John_Smith: Speaks fluent Spanish"
     assert found.results[0].source_ids == ["official:John_Smith"]
@@ -133,7 +139,9 @@ async def test_a_claude_code_auto_memory_folder_imports_each_memory_file(
     assert "Builds run with `make ci`" in by_text
 
 
-async def test_rollups_summarise_old_entries_and_link_back_through_source_ids(memoir: Memoir) -> None:
+async def test_rollups_summarise_old_entries_and_link_back_through_source_ids(
+    memoir: Memoir,
+) -> None:
     now = datetime(2026, 6, 1, tzinfo=UTC)
     old = now - timedelta(days=45)
     ids = []
@@ -142,9 +150,13 @@ async def test_rollups_summarise_old_entries_and_link_back_through_source_ids(me
         "Billing invoices are batched per tenant",
         "The billing dashboard lives in Grafana",
     ):
-        result = await memoir.memories.remember(text, space=SPACE, tags=["billing"], created_at=old, now=old)
+        result = await memoir.memories.remember(
+            text, space=SPACE, tags=["billing"], created_at=old, now=old
+        )
         ids.append(result.memory.id)  # type: ignore[union-attr]
-    fresh = await memoir.memories.remember("Billing alerts page the on-call", space=SPACE, tags=["billing"], now=now)
+    fresh = await memoir.memories.remember(
+        "Billing alerts page the on-call", space=SPACE, tags=["billing"], now=now
+    )
     report = await memoir.memories.rollup(space=SPACE, older_than_days=30, now=now)
     assert report.archived == 3 and len(report.rollups) == 1
     rollup_id = report.rollups[0]["id"]

@@ -3,10 +3,12 @@ enrichment, needs_embedding, supersession, the LLM classifier option."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from memory_testkit import SPACE
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_core.errors import InvalidInputError
 from memory_core.memories.service import MemoryService
@@ -41,7 +43,9 @@ async def test_a_near_duplicate_merges_into_the_canonical_entry_instead_of_a_new
     assert merged.source_ids == ["chat:1", "chat:2"]
     # base 0.3 + preference 0.3 + manual 0.5 (clamped to 1), then + repeat boost
     assert merged.importance == 1.0 > first.memory.importance
-    events = await memoir.store.read(lambda tx: tx.log.events(memoir.memories.space(SPACE).scope, kinds=["merge"]))
+    events = await memoir.store.read(
+        lambda tx: tx.log.events(memoir.memories.space(SPACE).scope, kinds=["merge"])
+    )
     assert len(events) == 1 and events[0].subject == merged.id
 
 
@@ -52,7 +56,7 @@ async def test_repeats_raise_importance_by_the_repeat_boost_up_to_its_cap(memoir
     values = [first.memory.importance]
     for _ in range(8):
         values.append((await memoir.memories.remember(text, space=SPACE)).memory.importance)  # type: ignore[union-attr]
-    steps = [round(b - a, 6) for a, b in zip(values, values[1:], strict=False)]
+    steps = [round(b - a, 6) for a, b in itertools.pairwise(values)]
     assert steps[0] == pytest.approx(0.05)
     assert values[-1] == pytest.approx(min(1.0, values[0] + 0.3))  # repeat_boost_cap
 
@@ -89,7 +93,9 @@ async def test_an_explicit_save_request_in_the_text_sets_manually_saved(memoir: 
     assert result.memory is not None and result.memory.manually_saved
 
 
-async def test_enrichment_extracts_entities_keyphrases_tags_and_a_confidence(memoir: Memoir) -> None:
+async def test_enrichment_extracts_entities_keyphrases_tags_and_a_confidence(
+    memoir: Memoir,
+) -> None:
     result = await memoir.memories.remember(
         "The weekly sync with Alice Chen is on Tuesdays at 10am", space=SPACE, tags=["team"]
     )
@@ -112,11 +118,15 @@ async def test_a_new_entry_is_queued_for_embedding_and_the_backfill_clears_the_f
     assert report.embedded == 1 and report.remaining == 0
     shown = await memoir.memories.show(result.memory.id, space=SPACE)
     assert not shown.needs_embedding
-    vectors = await memoir.store.read(lambda tx: tx.vectors.count(memoir.memories.space(SPACE).scope))
+    vectors = await memoir.store.read(
+        lambda tx: tx.vectors.count(memoir.memories.space(SPACE).scope)
+    )
     assert vectors == 1
 
 
-async def test_a_changed_fact_supersedes_the_older_one_and_history_keeps_both(memoir: Memoir) -> None:
+async def test_a_changed_fact_supersedes_the_older_one_and_history_keeps_both(
+    memoir: Memoir,
+) -> None:
     old = await memoir.memories.remember("The weekly sync is on Tuesdays at 10am", space=SPACE)
     new = await memoir.memories.remember("The weekly sync moved to Wednesdays at 11am", space=SPACE)
     assert old.memory is not None and new.memory is not None
@@ -133,11 +143,15 @@ async def test_a_changed_fact_supersedes_the_older_one_and_history_keeps_both(me
 
 async def test_on_conflict_ask_writes_nothing_and_returns_the_conflict(memoir: Memoir) -> None:
     await memoir.memories.remember("Staging runs Postgres 15", space=SPACE)
-    asked = await memoir.memories.remember("Staging runs Postgres 16", space=SPACE, on_conflict="ask")
+    asked = await memoir.memories.remember(
+        "Staging runs Postgres 16", space=SPACE, on_conflict="ask"
+    )
     assert asked.status == "conflict" and asked.memory is None
     assert asked.conflicts[0].text == "Staging runs Postgres 15"
     assert await _rows(memoir) == 1
-    kept = await memoir.memories.remember("Staging runs Postgres 16", space=SPACE, on_conflict="keep")
+    kept = await memoir.memories.remember(
+        "Staging runs Postgres 16", space=SPACE, on_conflict="keep"
+    )
     assert kept.status == "created" and not kept.superseded
 
 
@@ -200,7 +214,9 @@ async def test_code_anchors_are_captured_and_rechecked_valid_moved_or_stale(
     assert saved.memory.anchor.status == "unchecked"
     recalled = await memoir.memories.recall("retry sleeps", space=SPACE, workspace=root)
     assert recalled.results[0].anchor is not None and recalled.results[0].anchor.status == "valid"
-    source.write_text("import time\n# moved down\n\ndef retry():\n    time.sleep(1)\n    return 3\n")
+    source.write_text(
+        "import time\n# moved down\n\ndef retry():\n    time.sleep(1)\n    return 3\n"
+    )
     moved = await memoir.memories.show(saved.memory.id, space=SPACE, workspace=root)
     assert moved.anchor is not None and moved.anchor.status == "moved"
     assert (moved.anchor.now_start_line, moved.anchor.now_end_line) == (4, 6)
