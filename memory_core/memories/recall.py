@@ -8,7 +8,7 @@
 4. MMR picks the top N (8-16), then the one packer fits them into the token budget.
 5. The context groups the picked entries by their first tag, shows each entry's id and
    ``source_ids``, and shows a long entry's summary instead of its text.
-6. ``last_scores`` of every ranked candidate are written back before returning.
+6. ``last_scores`` of every fetched (returned) entry are written back before returning.
 
 When the vector side fails (no embedder yet, vector index unavailable), the sparse arm alone
 feeds RRF and the result says so in ``warnings``.
@@ -29,7 +29,7 @@ from memory_core.errors import EmbeddingError, StorageError
 from memory_core.kinds import MEMORY
 from memory_core.memories.anchors import AnchorCheck, check_anchor
 from memory_core.memories.ranking import Candidate, mmr, tri_score
-from memory_core.memories.records import CURRENT, Memory, memory_of, scores_payload, trim_key
+from memory_core.memories.records import Memory, memory_of, scores_payload, trim_key
 from memory_core.memories.responses import RecallHit, Scores
 from memory_core.memories.views import anchor_view
 from memory_core.models import ItemUpdate, ScoredId
@@ -78,13 +78,14 @@ class Ranked:
 
 
 async def _arms(ctx: CoreContext, plan: RecallPlan, depth: int) -> Arms:
+    # No filter in the arms: superseded entries are few and dropped after fusion, while a
+    # filtered arm costs several times more (it ranks on until enough rows pass the filter).
     request = SearchRequest(
         text=plan.query,
         scope=plan.scope,
         kinds=_KINDS,
         k=depth,
         mode="hybrid",
-        where=None if plan.include_history else CURRENT,
         fetch_k=depth,
     )
     try:
@@ -145,7 +146,11 @@ async def rank(ctx: CoreContext, plan: RecallPlan, settings: MemorySettings) -> 
     fused = rrf(ranked_arms, k=settings.rrf_k)[:depth]
     ids = [f.item_id for f in fused]
     items = await ctx.store.read(lambda tx: tx.items.get(ids))
-    memories = {i: memory_of(items[i]) for i in ids if i in items}
+    memories = {
+        i: memory_of(items[i])
+        for i in ids
+        if i in items and (plan.include_history or items[i].valid_to is None)
+    }
     vectors, warning = await _vectors(ctx, list(memories)) if memories else ({}, None)
     if warning:
         warnings.append(warning)

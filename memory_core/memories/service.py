@@ -371,8 +371,11 @@ class MemoryService:
             "ids": [m.memory_id for m in fitted],
         }
 
+        fitted_ids = {m.item_id for m in fitted}
+        fetched = [c for c in ranked.scored if c.item_id in fitted_ids]
+
         def persist(tx: Tx) -> int:
-            recall.persist_scores(tx, ranked.scored, stamp)
+            recall.persist_scores(tx, fetched, stamp)
             return tx.log.record_run(
                 pair.scope, "memory_recall", took_ms=took_ms, payload=run_payload
             )

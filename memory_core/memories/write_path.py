@@ -23,7 +23,7 @@ from memory_core.memories import capacity, controls
 from memory_core.memories.conflicts import Conflict, find_conflicts
 from memory_core.memories.enrich import clean_tags, enrich, extractive_summary
 from memory_core.memories.importance import Classification, importance_score
-from memory_core.memories.records import CURRENT, Memory, memory_of
+from memory_core.memories.records import Memory, memory_of
 from memory_core.memories.spaces import MemorySpace
 from memory_core.memories.text import normalise, simhash64, text_digest
 from memory_core.memories.writes import NewEntry, merge_plan, new_item, supersede_updates
@@ -198,13 +198,12 @@ def _conflict_candidates(tx: Tx, scope: Scope, text: str) -> list[tuple[int, str
     terms = rewrite_query(text).terms
     if not terms:
         return []
-    hits = tx.lexical.search(
-        LexicalQuery(terms, "OR"), scope, kinds=_KINDS, where=CURRENT, limit=10
-    )
+    # Unfiltered, then current entries only: superseded ones are few, and a filtered lexical
+    # search costs several times more (it must keep ranking until enough rows pass).
+    hits = tx.lexical.search(LexicalQuery(terms, "OR"), scope, kinds=_KINDS, limit=20)
     items = tx.items.get([h.item_id for h in hits], meta_keys=())
-    return [
-        (h.item_id, items[h.item_id].uid, items[h.item_id].text) for h in hits if h.item_id in items
-    ]
+    current = [items[h.item_id] for h in hits if h.item_id in items]
+    return [(i.item_id, i.uid, i.text) for i in current if i.valid_to is None][:10]
 
 
 def _merge(
