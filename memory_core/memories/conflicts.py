@@ -7,7 +7,8 @@ the same subject with different values:
 - same subject: their content words (stems, values excluded) overlap with Jaccard >= 0.5 and
   share at least two words, or share every content word of the shorter one;
 - different values: the values they state differ (numbers, clock times, dates, weekdays,
-  months, on/off words), or exactly one of them is negated ("not", "no longer", "never").
+  months, on/off words), or exactly one of them is negated ("not", "no longer", "never"), or
+  the new one says it is an update ("switched to", "moved to", "changed", "now", "instead").
 
 The caller decides what to do (``on_conflict``): supersede the older entry (it is kept, with
 ``valid_to`` and ``superseded_by``), ask (nothing is written; the conflict is returned for
@@ -29,6 +30,10 @@ _VALUE = re.compile(
     r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b|"
     r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december)\b|"
     r"\b(?:off|enabled|disabled|true|false)\b|\bon\b(?=\s*[.!;,]?\s*$)",
+    re.IGNORECASE,
+)
+_UPDATE = re.compile(
+    r"\b(?:switched|moved|changed|now|instead|anymore|no\s+longer|from\s+now\s+on|updated)\b",
     re.IGNORECASE,
 )
 _NEGATION = re.compile(
@@ -81,6 +86,8 @@ def find_conflicts(
             reason = f"values changed: {sorted(other_values)} -> {sorted(values)}"
         elif negated != other_negated:
             reason = "one of them is negated"
+        elif _UPDATE.search(text) and not _UPDATE.search(other):
+            reason = "the new statement says it is an update"
         else:
             continue
         found.append(Conflict(item_id, memory_id, other, reason))

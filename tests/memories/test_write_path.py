@@ -230,3 +230,9 @@ async def test_code_anchors_are_captured_and_rechecked_valid_moved_or_stale(
             "escape", space=SPACE, workspace=root,
             anchor={"path": "../outside.py", "start_line": 1},
         )  # fmt: skip
+
+
+async def test_an_update_cue_supersedes_a_fact_without_changed_values(memoir: Memoir) -> None:
+    old = await memoir.memories.remember("Quarterly planning is held in room Orion", space=SPACE)
+    new = await memoir.memories.remember("Quarterly planning is held in room Vega now", space=SPACE)
+    assert old.memory is not None and new.superseded == [old.memory.id]
