@@ -63,7 +63,9 @@ def pct(values: list[float], q: float) -> float:
 def vocabulary(rng: random.Random) -> list[str]:
     words: set[str] = set()
     while len(words) < VOCABULARY:
-        words.add("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9))))
+        words.add(
+            "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+        )
     return sorted(words)
 
 
@@ -118,7 +120,9 @@ def raw_baseline(path: Path, texts: list[str]) -> sqlite3.Connection:
     for i, text in enumerate(texts):
         h = simhash64(normalise(text))
         conn.execute("INSERT INTO m VALUES (?,?,?,?)", (i + 1, text, to_signed64(h), rng.random()))
-        conn.executemany("INSERT INTO band VALUES (?,?,?)", [(b, v, i + 1) for b, v in simhash_bands(h)])
+        conn.executemany(
+            "INSERT INTO band VALUES (?,?,?)", [(b, v, i + 1) for b, v in simhash_bands(h)]
+        )
         conn.execute("INSERT INTO f(rowid, text) VALUES (?,?)", (i + 1, text))
     conn.commit()
     return conn
@@ -128,16 +132,24 @@ def raw_remember(conn: sqlite3.Connection, text: str) -> None:
     h = simhash64(normalise(text))
     bands = simhash_bands(h)
     probe = " OR ".join("(b = ? AND v = ?)" for _ in bands)
-    conn.execute(f"SELECT id FROM band WHERE {probe}", [x for pair in bands for x in pair]).fetchall()
-    cursor = conn.execute("INSERT INTO m(text, simhash, score) VALUES (?,?,?)", (text, to_signed64(h), 0.5))
-    conn.executemany("INSERT INTO band VALUES (?,?,?)", [(b, v, cursor.lastrowid) for b, v in bands])
+    conn.execute(
+        f"SELECT id FROM band WHERE {probe}", [x for pair in bands for x in pair]
+    ).fetchall()
+    cursor = conn.execute(
+        "INSERT INTO m(text, simhash, score) VALUES (?,?,?)", (text, to_signed64(h), 0.5)
+    )
+    conn.executemany(
+        "INSERT INTO band VALUES (?,?,?)", [(b, v, cursor.lastrowid) for b, v in bands]
+    )
     conn.execute("INSERT INTO f(rowid, text) VALUES (?,?)", (cursor.lastrowid, text))
     conn.commit()
 
 
 def raw_recall(conn: sqlite3.Connection, query: str) -> list[Any]:
     terms = " OR ".join(f'"{w}"' for w in query.split())
-    return conn.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY rank LIMIT 12", (terms,)).fetchall()
+    return conn.execute(
+        "SELECT rowid FROM f WHERE f MATCH ? ORDER BY rank LIMIT 12", (terms,)
+    ).fetchall()
 
 
 async def timed(fn: Any, *args: Any, **kwargs: Any) -> float:
@@ -151,7 +163,9 @@ def row(name: str, ours: list[float], base: list[float]) -> str:
     return f"| {name} | {p50:.2f} | {p95:.2f} | {b50:.3f} | {b95:.3f} | {p95 / b95:.0f}x |"
 
 
-async def bench_size(size: int, calls: int, folder: Path, words: list[str], rng: random.Random) -> list[str]:
+async def bench_size(
+    size: int, calls: int, folder: Path, words: list[str], rng: random.Random
+) -> list[str]:
     weights = [1.0 / (r + 1) ** 1.05 for r in range(len(words))]
     texts = list(dict.fromkeys(statement(rng, words, weights) for _ in range(size)))
     settings = load_settings(
@@ -159,7 +173,9 @@ async def bench_size(size: int, calls: int, folder: Path, words: list[str], rng:
         cwd=folder, environ={},
     )  # fmt: skip
     memoir = await Memoir.open(
-        f"sqlite:///{folder / f'bench-{size}.db'}", settings=settings, embedder=create_embedder("hash:384")
+        f"sqlite:///{folder / f'bench-{size}.db'}",
+        settings=settings,
+        embedder=create_embedder("hash:384"),
     )
     pair = memoir.memories.space("bench")
     load_s = await populate(memoir, pair, texts)
@@ -189,30 +205,44 @@ async def bench_size(size: int, calls: int, folder: Path, words: list[str], rng:
 
 async def bench_trim(folder: Path, words: list[str], rng: random.Random, calls: int) -> str:
     weights = [1.0 / (r + 1) ** 1.05 for r in range(len(words))]
-    settings = load_settings({"memories": {"soft_cap": 200, "embed_on_write": False}}, cwd=folder, environ={})
+    settings = load_settings(
+        {"memories": {"soft_cap": 200, "embed_on_write": False}}, cwd=folder, environ={}
+    )
     memoir = await Memoir.open(
         f"sqlite:///{folder / 'trim.db'}", settings=settings, embedder=create_embedder("hash:384")
     )
     pair = memoir.memories.space("trim")
-    await populate(memoir, pair, list(dict.fromkeys(statement(rng, words, weights) for _ in range(200))))
+    await populate(
+        memoir, pair, list(dict.fromkeys(statement(rng, words, weights) for _ in range(200)))
+    )
     ours = []
     for i in range(calls):
         text = statement(rng, words, weights) + f" trim {i}"
         now = datetime.now(UTC)
         await memoir.memories.remember(text, space="trim", embed_now=False, now=now)
         # Time the trim step alone on a space one over its cap (as remember runs it).
-        extra = new_item(entry(text + " x", pair, now.isoformat(), memoir.tokens), pair.scope, now=now.isoformat())
+        extra = new_item(
+            entry(text + " x", pair, now.isoformat(), memoir.tokens),
+            pair.scope,
+            now=now.isoformat(),
+        )
         await memoir.store.write(lambda tx, e=extra: tx.items.add([e]))
         started = time.perf_counter()
         await memoir.store.write(
-            lambda tx: capacity.enforce_capacity(tx, pair.scope, cap=200, now=now, stale_hours=24, tau_days=7)
+            lambda tx, moment=now: capacity.enforce_capacity(
+                tx, pair.scope, cap=200, now=moment, stale_hours=24, tau_days=7
+            )
         )
         ours.append((time.perf_counter() - started) * 1000)
     await memoir.close()
-    conn = raw_baseline(folder / "raw-trim.db", [statement(rng, words, weights) for _ in range(200)])
+    conn = raw_baseline(
+        folder / "raw-trim.db", [statement(rng, words, weights) for _ in range(200)]
+    )
     base = []
     for i in range(calls):
-        conn.execute("INSERT INTO m(text, simhash, score) VALUES (?,?,?)", (f"x {i}", 0, rng.random()))
+        conn.execute(
+            "INSERT INTO m(text, simhash, score) VALUES (?,?,?)", (f"x {i}", 0, rng.random())
+        )
         started = time.perf_counter()
         conn.execute("DELETE FROM m WHERE id IN (SELECT id FROM m ORDER BY score LIMIT 1)")
         conn.commit()
@@ -231,7 +261,9 @@ async def bench_backfill(folder: Path, words: list[str], rng: random.Random, cou
         embedder = create_embedder("hash:384")
         name = embedder.embedder_id
     settings = load_settings({"memories": {"embed_on_write": False}}, cwd=folder, environ={})
-    memoir = await Memoir.open(f"sqlite:///{folder / 'backfill.db'}", settings=settings, embedder=embedder)
+    memoir = await Memoir.open(
+        f"sqlite:///{folder / 'backfill.db'}", settings=settings, embedder=embedder
+    )
     weights = [1.0 / (r + 1) ** 1.05 for r in range(len(words))]
     texts = list(dict.fromkeys(statement(rng, words, weights) for _ in range(count)))
     for text in texts:
@@ -250,7 +282,9 @@ async def bench_backfill(folder: Path, words: list[str], rng: random.Random, cou
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 memories, 50 calls")
     parser.add_argument("--sizes", default="10000,100000")
     args = parser.parse_args()
@@ -258,7 +292,9 @@ async def main() -> None:
     calls = 50 if args.quick else 200
     rng = random.Random(11)
     words = vocabulary(rng)
-    print("| operation | ours p50 ms | ours p95 ms | baseline p50 ms | baseline p95 ms | p95 ratio |")
+    print(
+        "| operation | ours p50 ms | ours p95 ms | baseline p50 ms | baseline p95 ms | p95 ratio |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -165,6 +165,11 @@ class MemorySettings(_Section):
     beta: float = Field(1.0, ge=0, description="Weight of recency in the tri-score.")
     gamma: float = Field(1.0, ge=0, description="Weight of importance in the tri-score.")
     rrf_k: int = Field(60, ge=1)
+    score_normalisation: Literal["minmax", "none"] = Field(
+        "minmax",
+        description="Scale relevance, recency and importance to [0, 1] over the candidates "
+        "before weighting (as Generative Agents do); 'none' weights the raw values.",
+    )
     mmr_lambda: float = Field(0.7, ge=0, le=1, description="1: relevance only, 0: diversity.")
     top_n: int = Field(12, ge=1, le=50, description="Entries a recall returns (spec: 8-16).")
     candidates: int = Field(50, ge=1, le=1000, description="Candidates per retrieval arm.")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import tempfile
 from dataclasses import replace
@@ -45,9 +44,9 @@ from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
 from memory_core.llm.keyphrases import word_stems  # noqa: E402
 from memory_core.memories.service import MemoryService  # noqa: E402
+from memory_core.retrieval.rewrite import rewrite_query  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 from memory_core.storage.ports import LexicalQuery  # noqa: E402
-from memory_core.retrieval.rewrite import rewrite_query  # noqa: E402
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 TASKS = json.loads((Path(__file__).parent / "tasks.json").read_text(encoding="utf-8"))
@@ -99,7 +98,9 @@ def _service(memoir: Memoir, **memories: Any) -> MemoryService:
     return MemoryService(replace(memoir.context, settings=settings))
 
 
-async def run_memoir(service: MemoryService, memoir: Memoir, **recall: Any) -> tuple[float, float, float]:
+async def run_memoir(
+    service: MemoryService, memoir: Memoir, **recall: Any
+) -> tuple[float, float, float]:
     answered = in_context = tokens = 0.0
     for task in TASKS["tasks"]:
         result = await service.recall(task["question"], space=task["id"], now=NOW, **recall)
@@ -114,7 +115,9 @@ async def run_memoir(service: MemoryService, memoir: Memoir, **recall: Any) -> t
     return answered / n, in_context / n, tokens / n
 
 
-async def run_baselines(memoir: Memoir, history: dict[str, list[tuple[datetime, str]]]) -> list[tuple[str, float, float, float]]:
+async def run_baselines(
+    memoir: Memoir, history: dict[str, list[tuple[datetime, str]]]
+) -> list[tuple[str, float, float, float]]:
     rows = []
     n = len(TASKS["tasks"])
     count = memoir.tokens.count
@@ -128,7 +131,9 @@ async def run_baselines(memoir: Memoir, history: dict[str, list[tuple[datetime, 
             lines = pick(history[task["id"]])
             answered += correct(read_answer(task["question"], lines, prefer_last=last), task)
             joined = "\n".join(lines).lower()
-            in_context += any(e in joined for e in task["expected"]) and not any(s in joined for s in task["stale"])
+            in_context += any(e in joined for e in task["expected"]) and not any(
+                s in joined for s in task["stale"]
+            )
             tokens += count("\n".join(f"- {line}" for line in lines)) if lines else 0
         rows.append((name, answered / n, in_context / n, tokens / n))
     answered = in_context = tokens = 0.0
@@ -144,9 +149,13 @@ async def run_baselines(memoir: Memoir, history: dict[str, list[tuple[datetime, 
         lines = await memoir.store.read(search)
         answered += correct(read_answer(task["question"], lines), task)
         joined = "\n".join(lines).lower()
-        in_context += any(e in joined for e in task["expected"]) and not any(s in joined for s in task["stale"])
+        in_context += any(e in joined for e in task["expected"]) and not any(
+            s in joined for s in task["stale"]
+        )
         tokens += count("\n".join(f"- {line}" for line in lines)) if lines else 0
-    rows.append(("BM25 top-12 (raw FTS5, no supersession)", answered / n, in_context / n, tokens / n))
+    rows.append(
+        ("BM25 top-12 (raw FTS5, no supersession)", answered / n, in_context / n, tokens / n)
+    )
     return rows
 
 
@@ -161,14 +170,18 @@ SWEEPS: dict[str, list[Any]] = {
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--no-sweeps", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings({"memories": {"retention_days": 0}}, cwd=Path(tmp), environ={})
         memoir = await Memoir.open(
-            f"sqlite:///{Path(tmp) / 'eval.db'}", settings=settings, embedder=create_embedder(args.embedder)
+            f"sqlite:///{Path(tmp) / 'eval.db'}",
+            settings=settings,
+            embedder=create_embedder(args.embedder),
         )
         await memoir.embedder.ensure_loaded()
         history = await populate(memoir, random.Random(5))

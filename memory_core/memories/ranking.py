@@ -26,6 +26,7 @@ __all__ = [
     "Candidate",
     "TriScore",
     "age_seconds",
+    "minmax_normalise",
     "mmr",
     "parse_time",
     "recency",
@@ -73,6 +74,30 @@ def tri_score(
     rel = min(1.0, max(0.0, relevance))
     rec = recency(created_at, now, tau_days=tau_days)
     return TriScore(rel, rec, importance, alpha * rel + beta * rec + gamma * importance)
+
+
+def minmax_normalise(
+    scores: list[TriScore], *, alpha: float, beta: float, gamma: float
+) -> list[TriScore]:
+    """The candidates' components scaled to [0, 1] by min-max over the candidate set, and the
+    weighted total recomputed on the scaled values (Park et al., *Generative Agents*, §4.1:
+    "we normalize the recency, relevance, and importance scores to the range of [0, 1] using
+    min-max scaling"). A component equal across all candidates scales to 0 (it cannot order
+    them). The reported components stay raw; only the total, which orders, is rescaled."""
+    if not scores:
+        return []
+
+    def scaled(values: list[float]) -> list[float]:
+        low, high = min(values), max(values)
+        return [0.0 if high == low else (v - low) / (high - low) for v in values]
+
+    rel = scaled([s.relevance for s in scores])
+    rec = scaled([s.recency for s in scores])
+    imp = scaled([s.importance for s in scores])
+    return [
+        TriScore(s.relevance, s.recency, s.importance, alpha * a + beta * b + gamma * c)
+        for s, a, b, c in zip(scores, rel, rec, imp, strict=True)
+    ]
 
 
 @dataclass
