@@ -20,6 +20,8 @@ import structlog
 from memory_core.errors import InvalidInputError, ModelError
 from memory_core.hierarchy.chunking import chunk_text
 from memory_core.hierarchy.classify import Classifier
+from memory_core.hierarchy.filing import file_offline, offline_tree_for
+from memory_core.hierarchy.offline_tree import CLASSIFIER_NAME
 from memory_core.hierarchy.query import run_query
 from memory_core.hierarchy.results import (
     CategoryNode,
@@ -32,6 +34,7 @@ from memory_core.hierarchy.results import (
 from memory_core.hierarchy.store import HierarchyStore, NewChunk
 from memory_core.hierarchy.stores import create_hierarchy_store
 from memory_core.hierarchy.strategies import StrategyParams
+from memory_core.llm.category_vectors import category_vectors
 from memory_core.llm.profiles import STEPS, resolve_profile
 from memory_core.models import content_hash, stable_id, utc_now
 from memory_core.scope import validate_scope
@@ -66,6 +69,8 @@ class HierarchyService:
         self._opened = False
         self._lock = anyio.Lock()
         self._offline: OfflineModel | None = None
+        # Category centroids per scope, with the tree signature they were computed for.
+        self._centroids: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {}
         self.params = StrategyParams(
             wide_branch_n=self.settings.wide_branch_n,
             zoom_in_n=self.settings.zoom_in_n,
@@ -193,6 +198,17 @@ class HierarchyService:
         result = IngestResult(
             scope=scope, source=source, warnings=list(chunking.warnings), timestamp=utc_now()
         )
+        # Offline, the tree comes from the content (clusters of the chunk embeddings); with a
+        # model, each chunk is classified level by level (memoirAI Requirement 2).
+        placed = await file_offline(
+            store,
+            agents,
+            settings,
+            scope,
+            [texts[i] for i in todo],
+            vectors,
+            [counts[i] for i in todo],
+        )
         paths = await self._paths_by_id(store, scope) if existing else {}
         try:
             for index, chunk in enumerate(chunking.chunks):
@@ -203,7 +219,10 @@ class HierarchyService:
                         self._ingested(chunk, uid, item_id, category_id, paths, counts[index], True)
                     )
                     continue
-                where = await classifier.classify(scope, chunk.text)
+                if placed is not None:
+                    where = placed[row_of[index]]
+                else:
+                    where = await classifier.classify(scope, chunk.text)
                 row = row_of[index]
                 # Offsets in microseconds keep the text's order among chunks of one category.
                 created_at = (base + timedelta(microseconds=index)).isoformat(
@@ -233,6 +252,8 @@ class HierarchyService:
             log.error("ingest stopped", error=error.message[:300], stored=len(result.chunks))
         stats = agents.stats
         result.model_used = stats.models_used
+        if placed:
+            result.model_used = {**stats.models_used, "classify": [CLASSIFIER_NAME]}
         result.llm_calls = sum(stats.calls.values())
         result.total_latency = round(time.perf_counter() - started, 6)
         result.run_id = await store.record_run(
@@ -335,23 +356,40 @@ class HierarchyService:
         """
         scope = validate_scope(scope)
         store = await self.store()
-        return await run_query(
-            store,
-            self.agents(model),
-            tokens=self.ctx.tokens,
-            settings=self.settings,
-            params=self.params,
-            scope=scope,
-            question=question,
-            strategy=strategy or self.settings.strategy,
-            budget=self.settings.max_token_budget if max_token_budget is None else max_token_budget,
-            summarize=(
-                self.settings.allow_exceed_max_token_budget_and_summarize
-                if summarize is None
-                else summarize
-            ),
-            run_kind=QUERY_RUN_KIND,
-        )
+        agents = self.agents(model)
+        budget = self.settings.max_token_budget if max_token_budget is None else max_token_budget
+        if summarize is None:
+            summarize = self.settings.allow_exceed_max_token_budget_and_summarize
+        with category_vectors(await self._category_vectors(store, scope, agents)):
+            return await run_query(
+                store,
+                agents,
+                tokens=self.ctx.tokens,
+                settings=self.settings,
+                params=self.params,
+                scope=scope,
+                question=question,
+                strategy=strategy or self.settings.strategy,
+                budget=budget,
+                summarize=summarize,
+                run_kind=QUERY_RUN_KIND,
+            )
+
+    async def _category_vectors(
+        self, store: HierarchyStore, scope: str, agents: HierarchyAgents
+    ) -> dict[str, Any]:
+        """Category centroids by traversal label, for the offline model's ``select``."""
+        if not agents.models["traverse"].offline_only:
+            return {}
+        tree = offline_tree_for(store, self.settings)
+        if tree is None:
+            return {}
+        signature = await tree.signature(scope)
+        cached = self._centroids.get(scope)
+        if cached is None or cached[0] != signature:
+            cached = (signature, await tree.centroids(scope))
+            self._centroids[scope] = cached
+        return cached[1]
 
     # -- inspection --------------------------------------------------------------------------
 

@@ -31,6 +31,11 @@ class StepModel:
     sources: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
 
+    @property
+    def offline_only(self) -> bool:
+        """Whether only the built-in offline model is left to answer (it is always last)."""
+        return len(self.sources) == 1
+
     def record(self) -> dict[str, Any]:
         return {**self.profile.record(), "chain": self.sources, "skipped": self.skipped}
 

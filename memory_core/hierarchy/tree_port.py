@@ -1,0 +1,95 @@
+"""What the offline classifier needs from storage to re-cluster a scope's category tree.
+
+A small port beside :class:`~memory_core.hierarchy.store.HierarchyStore`: read every chunk of a
+scope with its vector (:meth:`CategoryTreePort.snapshot`), and apply a planned tree in one
+transaction (:meth:`CategoryTreePort.apply`: create or reuse the planned categories, relink the
+chunks that move, delete the categories left empty). SQLite implements it today
+(:mod:`memory_core.storage.sqlite.hierarchy_tree`); :func:`tree_port_for` returns None for a store
+without it, and the offline classifier then falls back to matching category names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "CategoryTreePort",
+    "ChunkPoint",
+    "PlannedCategory",
+    "TreePlan",
+    "TreeSnapshot",
+    "tree_port_for",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPoint:
+    """One stored chunk of the tree: ids, its leaf, its text and size."""
+
+    item_id: int
+    uid: str
+    category_id: int
+    text: str
+    token_count: int
+
+
+@dataclass(frozen=True)
+class TreeSnapshot:
+    """Every chunk of a scope that has a vector, with ``vectors[i]`` the vector of ``points[i]``."""
+
+    points: list[ChunkPoint]
+    vectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCategory:
+    """A category of a planned tree; ``parent`` is the key of its parent (None at level 1)."""
+
+    key: int
+    parent: int | None
+    level: int
+    name: str
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    """The categories to have (parents first) and where existing chunks go: item id -> key."""
+
+    categories: list[PlannedCategory]
+    moves: Mapping[int, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class CategoryTreePort(Protocol):
+    async def snapshot(self, scope: str) -> TreeSnapshot:
+        """Every hierarchy chunk of ``scope`` that has a vector, ordered by item id."""
+        ...
+
+    async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:
+        """In one transaction: create the planned categories (reusing an existing one with the
+        same parent and normalised name), relink the moved chunks, then delete every category of
+        the scope that is not planned and holds no chunk and no child.
+
+        Returns:
+            The category id of each planned key.
+
+        Raises:
+            InvalidInputError: a planned category is invalid (level, parent, name).
+        """
+        ...
+
+
+def tree_port_for(store: Any) -> CategoryTreePort | None:
+    """The tree port of a hierarchy store, or None when its backend has none yet."""
+    if getattr(store, "backend", None) == "sqlite":
+        from memory_core.storage.sqlite.hierarchy_tree import SqliteCategoryTree
+
+        return SqliteCategoryTree(store.store, depth=store.depth)
+    return None
