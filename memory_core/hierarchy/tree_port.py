@@ -3,14 +3,15 @@
 A small port beside :class:`~memory_core.hierarchy.store.HierarchyStore`: read every chunk of a
 scope with its vector (:meth:`CategoryTreePort.snapshot`), and apply a planned tree in one
 transaction (:meth:`CategoryTreePort.apply`: create or reuse the planned categories, relink the
-chunks that move, delete the categories left empty). SQLite implements it today
-(:mod:`memory_core.storage.sqlite.hierarchy_tree`); :func:`tree_port_for` returns None for a store
-without it, and the offline classifier then falls back to matching category names.
+chunks that move, delete the categories left empty). SQLite implements it
+(:mod:`memory_core.storage.sqlite.hierarchy_tree`), and so do PostgreSQL and MySQL;
+:func:`tree_port_for` returns None for a store without it (a test double), and the offline
+classifier then falls back to matching category names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,6 +23,7 @@ __all__ = [
     "PlannedCategory",
     "TreePlan",
     "TreeSnapshot",
+    "snapshot_from_rows",
     "tree_port_for",
 ]
 
@@ -86,10 +88,34 @@ class CategoryTreePort(Protocol):
         ...
 
 
+def snapshot_from_rows(rows: Sequence[Sequence[Any]]) -> TreeSnapshot:
+    """Rows of (chunk id, uid, category id, text, token count, float32 vector blob or None)."""
+    points: list[ChunkPoint] = []
+    blobs: list[bytes] = []
+    for row in rows:
+        if row[5] is None:  # stored without a vector: cannot be placed by meaning
+            continue
+        points.append(ChunkPoint(int(row[0]), row[1], int(row[2]), row[3], int(row[4])))
+        blobs.append(bytes(row[5]))
+    if not points:
+        return TreeSnapshot([], np.zeros((0, 1), dtype=np.float32))
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(points), -1)
+    return TreeSnapshot(points, matrix)
+
+
 def tree_port_for(store: Any) -> CategoryTreePort | None:
-    """The tree port of a hierarchy store, or None when its backend has none yet."""
-    if getattr(store, "backend", None) == "sqlite":
+    """The tree port of a hierarchy store (by backend), or None for a store without one."""
+    backend = getattr(store, "backend", None)
+    if backend == "sqlite":
         from memory_core.storage.sqlite.hierarchy_tree import SqliteCategoryTree
 
         return SqliteCategoryTree(store.store, depth=store.depth)
+    if backend == "postgresql":
+        from memory_core.storage.postgres.hierarchy_tree import PostgresCategoryTree
+
+        return PostgresCategoryTree(store)
+    if backend == "mysql":
+        from memory_core.storage.mysql.hierarchy_tree import MysqlCategoryTree
+
+        return MysqlCategoryTree(store)
     return None

@@ -191,7 +191,7 @@ def register(cli: click.Group) -> None:
     @click.option("--limit", type=int, default=20, show_default=True)
     @click.option(
         "--kind",
-        type=click.Choice(["hierarchy_query", "hierarchy_ingest"]),
+        type=click.Choice(["hierarchy_query", "hierarchy_ingest", "hierarchy_tree"]),
         default=None,
         help="Only this kind of run.",
     )

@@ -35,7 +35,7 @@ def test_ingest_ask_categories_and_runs_round_trip(tmp_path: Path) -> None:
     assert ingested.returncode == 0, ingested.stderr
     body = json.loads(ingested.stdout)
     assert body["ok"] and len(body["ingest"]["chunks"]) >= 6
-    assert body["ingest"]["model_used"] == {"classify": ["memoir-offline"]}
+    assert body["ingest"]["model_used"] == {"classify": ["memoir-offline:clusters"]}
 
     piped = memoir("ingest", "-", "--scope", "s", cwd=tmp_path, stdin="Notes from stdin.")
     assert piped.returncode == 0 and "ingested 1 chunks" in piped.stdout

@@ -297,7 +297,7 @@ async def test_an_unusable_configured_provider_is_skipped_and_recorded(tmp_path:
     memoir = await open_memoir(tmp_path, settings)
     try:
         result = await memoir.ingest_text("Some text about gardens.", scope="s")
-        assert result.ok and result.model_used == {"classify": ["memoir-offline"]}
+        assert result.ok and result.model_used == {"classify": ["memoir-offline:clusters"]}
         run = (await memoir.hierarchy.runs(scope="s", kind="hierarchy_ingest"))[0]["payload"]
         assert run["models"]["classify"]["skipped"][0]["model"] == "nosuchprovider:model-x"
     finally:
