@@ -285,16 +285,22 @@ def name_tree(shape: TreeShape, texts: Sequence[str]) -> list[str]:
 
 
 def name_path(
-    text: str, others: Sequence[str], depth: int, *, exclude: Collection[str] = ()
+    text: str,
+    others: Sequence[str],
+    depth: int,
+    *,
+    exclude: Collection[str] = (),
+    avoid: Collection[str] = (),
 ) -> list[str]:
     """Names for a new path of ``depth`` categories holding ``text`` alone: its most
     distinctive terms against ``others`` (texts of the rest of the store), broadest first, each
-    level a different term; the top name differs from the names in ``exclude``."""
+    level a different term; the top name differs from the names in ``exclude`` and no name uses
+    the words of the names in ``avoid`` (the path above it)."""
     vocabulary = Vocabulary.of([text, *others])
     groups = [[0], list(range(1, len(others) + 1))] if others else [[0]]
     scored = _scores(vocabulary, groups, 0)
     names: list[str] = []
-    banned: set[str] = set()
+    banned = {stem(w.lower()) for name in avoid for w in _WORD.findall(name)}
     taken = {e.casefold() for e in exclude}
     for level in range(1, depth + 1):
         name = _compose(vocabulary, scored, banned, taken, pair=False) or _fallback(level, taken)

@@ -10,6 +10,7 @@ context's database (SQLite, PostgreSQL, MySQL), the per-step model chains (confi
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from memory_core.errors import InvalidInputError, ModelError
+from memory_core.errors import ConfigError, InvalidInputError, ModelError
 from memory_core.hierarchy.chunking import chunk_text
 from memory_core.hierarchy.classify import Classifier
-from memory_core.hierarchy.filing import file_offline, offline_tree_for
-from memory_core.hierarchy.offline_tree import CLASSIFIER_NAME
+from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
 from memory_core.hierarchy.query import run_query
 from memory_core.hierarchy.results import (
     CategoryNode,
@@ -143,6 +143,7 @@ class HierarchyService:
         scope: str,
         source: str | None = None,
         model: Model | None = None,
+        category: str | Sequence[str] | None = None,
     ) -> IngestResult:
         """Chunk ``text``, classify each chunk level by level, and store it under its leaf.
 
@@ -153,13 +154,16 @@ class HierarchyService:
             scope: the scope to write to.
             source: where the text came from (recorded with each chunk).
             model: a pydantic-ai model to use before the offline one (e.g. MCP sampling).
+            category: a category path chosen by the caller ("Databases / Indexing", or a list
+                of names, broadest first): the text is filed there, existing names preferred
+                (:mod:`memory_core.hierarchy.proposed`), with no model call.
 
         Returns:
             The chunks with their category paths; ``status="error"`` with a hint when the
             models failed part way (the chunks stored so far are listed).
 
         Raises:
-            InvalidInputError: empty text or a bad scope.
+            InvalidInputError: empty text, a bad scope, or an invalid ``category`` path.
             StorageError: the database failed.
         """
         started = time.perf_counter()
@@ -200,15 +204,27 @@ class HierarchyService:
         )
         # Offline, the tree comes from the content (clusters of the chunk embeddings); with a
         # model, each chunk is classified level by level (memoirAI Requirement 2).
-        placed = await file_offline(
-            store,
-            agents,
-            settings,
-            scope,
-            [texts[i] for i in todo],
-            vectors,
-            [counts[i] for i in todo],
-        )
+        placed: list[Any] | None
+        if category is not None:
+            placed = await file_proposed(
+                store,
+                settings,
+                scope,
+                category,
+                [texts[i] for i in todo],
+                vectors,
+                result.warnings,
+            )
+        else:
+            placed = await file_offline(
+                store,
+                agents,
+                settings,
+                scope,
+                [texts[i] for i in todo],
+                vectors,
+                [counts[i] for i in todo],
+            )
         paths = await self._paths_by_id(store, scope) if existing else {}
         try:
             for index, chunk in enumerate(chunking.chunks):
@@ -253,7 +269,8 @@ class HierarchyService:
         stats = agents.stats
         result.model_used = stats.models_used
         if placed:
-            result.model_used = {**stats.models_used, "classify": [CLASSIFIER_NAME]}
+            classifiers = list(dict.fromkeys(m for where in placed for m in where.models))
+            result.model_used = {**stats.models_used, "classify": classifiers}
         result.llm_calls = sum(stats.calls.values())
         result.total_latency = round(time.perf_counter() - started, 6)
         result.run_id = await store.record_run(
@@ -297,7 +314,12 @@ class HierarchyService:
         )
 
     async def ingest_file(
-        self, path: str | Path, *, scope: str, model: Model | None = None
+        self,
+        path: str | Path,
+        *,
+        scope: str,
+        model: Model | None = None,
+        category: str | Sequence[str] | None = None,
     ) -> IngestResult:
         """Read a UTF-8 text file and :meth:`ingest_text` it (the path is the source).
 
@@ -321,7 +343,9 @@ class HierarchyService:
             ) from exc
         except IsADirectoryError as exc:
             raise InvalidInputError(f"{file} is a directory", hint="pass a file") from exc
-        return await self.ingest_text(text, scope=scope, source=str(file.resolve()), model=model)
+        return await self.ingest_text(
+            text, scope=scope, source=str(file.resolve()), model=model, category=category
+        )
 
     # -- query -------------------------------------------------------------------------------
 
@@ -424,6 +448,26 @@ class HierarchyService:
             total=len(rows),
             nodes=roots,
         )
+
+    async def recluster(self, *, scope: str) -> CategoryTree:
+        """Rebuild ``scope``'s tree from its content now: every chunk is clustered again and
+        the categories named from their words (names an agent or a model chose are replaced);
+        from then on the tree is re-clustered as it grows.
+
+        Raises:
+            ConfigError: ``hierarchy.offline_classifier`` is ``"names"``.
+        """
+        scope = validate_scope(scope)
+        store = await self.store()
+        tree = offline_tree_for(store, self.settings)
+        if tree is None:
+            raise ConfigError(
+                "re-clustering needs the clustering classifier",
+                hint='set hierarchy.offline_classifier = "clusters"',
+            )
+        await tree.recluster(scope)
+        self._centroids.pop(scope, None)
+        return await self.categories(scope=scope)
 
     async def runs(
         self, *, scope: str, limit: int = 20, kind: str | None = None

@@ -83,7 +83,9 @@ Example: {"paths": ["docs/rules/security.md"]}"""
 
 _INGEST_DOC = """\
 Save knowledge (decisions, facts, notes) to project memory, filed in a category tree; \
-idempotent. Example: {"text": "We deploy blue-green on Fridays", "source": "notes"}"""
+idempotent. Optional category: your own classification, broadest first; existing names are \
+preferred (see the memoir://categories resource). \
+Example: {"text": "We deploy blue-green on Fridays", "source": "notes", "category": "Ops / Deploys"}"""
 
 _QUERY_DOC = """\
 Answer a question from knowledge saved with ingest, citing numbered sources. Not for rules (use \
@@ -269,6 +271,10 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         ctx: Context,
         roots: Roots,
         source: str | None = None,
+        category: Annotated[
+            str | None,
+            Field(description='Category path, broadest first: "Databases / Indexing".'),
+        ] = None,
     ) -> Annotated[CallToolResult, IngestOutput]:
         decision = host.scope(roots, ctx)
 
@@ -276,7 +282,11 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
             scope = require_write_scope(decision)
             if engines.has_hierarchy():
                 result = await memoir.hierarchy.ingest_text(
-                    text, scope=scope, source=source, model=engines.sampling_model(ctx, settings)
+                    text,
+                    scope=scope,
+                    source=source,
+                    model=engines.sampling_model(ctx, settings),
+                    category=category,
                 )
                 _raise_if_failed(result, f"{len(result.chunks)} chunk(s) were stored before it")
                 out = shaping.ingest_output_from_hierarchy(result)
