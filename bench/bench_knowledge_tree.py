@@ -15,8 +15,9 @@ Both offline classifiers run on the same corpus in the same run:
 - ``clusters`` (the default): chunk embeddings clustered level by level, names from the
   clusters' distinctive words (class-based TF-IDF), the tree re-clustered as the store grows.
 
-Figures, for each: purity and adjusted Rand index (ARI) of the level-1 categories and of the
-leaves against the sites; the number of categories; answer accuracy: the share of questions
+Figures, for each: purity and adjusted Rand index (ARI) of the level-1 categories, of the
+level-2 categories and of the leaves against the sites (a tree may separate the topics at
+level 1, or group related ones there and separate them at level 2); the number of categories; answer accuracy: the share of questions
 whose answer quotes the question's own accepted answer (``answer from its document``) and whose
 answer comes from the right site (``answer on topic``); answers that repeat a sentence; ingest
 and query time.
@@ -145,11 +146,12 @@ async def run(
                 node = categories.get(node.parent_id) if node.parent_id else None
             return names[::-1]
 
-        labels, top, leaves = [], [], []
+        labels, top, second, leaves = [], [], [], []
         for uid, index in chunk_of.items():
             path = path_of(where[uid][1])
             labels.append(records[index]["site"])
             top.append(path[0])
+            second.append(" / ".join(path[:2]))
             leaves.append(" / ".join(path))
 
         right_doc = on_topic = repeats = 0
@@ -178,8 +180,11 @@ async def run(
             "categories": len(categories),
             "level1": len(set(top)),
             "leaves": len(set(leaves)),
+            "level2": len(set(second)),
             "purity_l1": purity(labels, top),
             "ari_l1": adjusted_rand_index(labels, top),
+            "purity_l2": purity(labels, second),
+            "ari_l2": adjusted_rand_index(labels, second),
             "purity_leaf": purity(labels, leaves),
             "ari_leaf": adjusted_rand_index(labels, leaves),
             "right_doc": right_doc / n,
@@ -220,9 +225,12 @@ async def main(per_site: int, batch: bool, show_tree: bool) -> None:
         ("chunks", "chunks", "{:.0f}"),
         ("categories (cap 128)", "categories", "{:.0f}"),
         ("level-1 categories (5 topics)", "level1", "{:.0f}"),
+        ("level-2 categories", "level2", "{:.0f}"),
         ("leaves", "leaves", "{:.0f}"),
         ("purity, level 1", "purity_l1", "{:.3f}"),
         ("ARI, level 1", "ari_l1", "{:.3f}"),
+        ("purity, level 2", "purity_l2", "{:.3f}"),
+        ("ARI, level 2", "ari_l2", "{:.3f}"),
         ("purity, leaves", "purity_leaf", "{:.3f}"),
         ("ARI, leaves", "ari_leaf", "{:.3f}"),
         ("answer from its document", "right_doc", "{:.3f}"),

@@ -12,7 +12,9 @@ What makes a name a person would choose, not a word fragment:
 - stopwords and generic words ("decided", "lower", "example", "use") are never names; words that
   read as adverbs (-ly) or past tenses (-ed) are discounted; words the text uses after a
   determiner ("the qubit", "a grinder") count as nouns and are preferred;
-- a second term is added ("Espresso and Grinders") only when it is nearly as distinctive;
+- one term per name (a second glued on reads as two fragments: "Email Decided");
+- a parent's term should be used across its children (its score is weighed by the share of
+  children using it), so a group of related topics gets the word they share;
 - a child never repeats its ancestors' words, and siblings never share a name.
 """
 
@@ -29,7 +31,7 @@ from memory_core.llm.keyphrases import STOPWORDS, stem
 
 __all__ = ["GENERIC_WORDS", "Vocabulary", "name_path", "name_tree"]
 
-_MARKUP = re.compile(r"\\\\[A-Za-z]+|https?://\\S+")  # LaTeX commands, links
+_MARKUP = re.compile(r"\\[A-Za-z]+|https?://\S+")  # LaTeX commands, links
 _WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*", re.UNICODE)
 _BREAK = re.compile(r"[.,;:!?()\[\]{}\"“”/|=<>*#`\n]+")
 _DETERMINER_TEXT = (
@@ -75,8 +77,6 @@ _GENERIC_TEXT = """
     sources suggestion suggestions video videos week weeks difference differences
 """
 GENERIC_WORDS = frozenset(_GENERIC_TEXT.split())
-_MAX_WORDS = 4
-_SECOND_TERM_SHARE = 0.8  # a second term joins the name when this close to the first
 _PHRASE_SHARE = 0.5  # a phrase replaces its word when at least this distinctive
 
 
@@ -90,9 +90,13 @@ def _term_of(words: Sequence[str]) -> str:
 
 @dataclass
 class _Chunk:
-    """The candidate terms of one chunk (stems; phrases as "stem stem")."""
+    """The candidate terms of one chunk (stems; phrases as "stem stem") and their counts."""
 
-    terms: set[str] = field(default_factory=set)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def terms(self) -> set[str]:
+        return set(self.counts)
 
 
 @dataclass
@@ -115,13 +119,13 @@ class Vocabulary:
     def _read(self, text: str) -> _Chunk:
         chunk = _Chunk()
         for segment in _BREAK.split(_MARKUP.sub(" ", text)):
-            raw = _WORD.findall(segment)
+            raw = [_without_apostrophe(w) for w in _WORD.findall(segment)]
             lower = [w.lower() for w in raw]
             for index, word in enumerate(lower):
                 if not _content(word):
                     continue
                 term = stem(word)
-                chunk.terms.add(term)
+                chunk.counts[term] += 1
                 self.spellings.setdefault(term, Counter())[raw[index]] += 1
                 self.uses[term] += 1
                 if index and lower[index - 1] in _DETERMINERS:
@@ -131,7 +135,7 @@ class Vocabulary:
                 if index + 1 < len(lower) and _content(lower[index + 1]):
                     pair = lower[index : index + 2]
                     phrase = _term_of(pair)
-                    chunk.terms.add(phrase)
+                    chunk.counts[phrase] += 1
                     self.spellings.setdefault(phrase, Counter())[
                         " ".join(raw[index : index + 2])
                     ] += 1
@@ -153,17 +157,15 @@ class Vocabulary:
         )
 
     def noun_weight(self, term: str) -> float:
-        """How much ``term`` reads like a noun: words that end their phrase ("the grinder.")
-        and follow determiners weigh more than words that lead one ("the current state");
-        -ly and -ed words weigh less."""
+        """How much ``term`` reads like a noun, 0.7-1.3 (times 0.3 for -ly, 0.5 for -ed words):
+        words that end their phrase ("the grinder.") and follow determiners weigh more than
+        words that lead one ("the current state")."""
         words = term.split()
         last = words[-1]
         uses = self.uses.get(last, 0)
-        if not uses:
-            return 1.0
-        after = self.after_determiner.get(last, 0) / uses
-        heads = self.phrase_final.get(last, 0) / uses
-        weight = (0.4 + heads) * (0.8 + 0.6 * min(1.0, 2 * after))
+        heads = (self.phrase_final.get(last, 0) + 1) / (uses + 2)
+        after = (self.after_determiner.get(last, 0) + 1) / (uses + 2)
+        weight = 0.7 + 0.3 * heads + 0.3 * min(1.0, 2 * after)
         spelling = self.spelled(last).lower()
         if spelling.endswith("ly"):
             weight *= 0.3
@@ -172,6 +174,14 @@ class Vocabulary:
         if len(words) > 1:
             weight *= 1.15  # a phrase that recurs says more than either word
         return weight
+
+
+def _without_apostrophe(word: str) -> str:
+    """A possessive loses its 's ("beer's" -> "beer"); a contraction ("you'll") is dropped."""
+    if "'" not in word and "’" not in word:
+        return word
+    head, _, tail = word.replace("’", "'").partition("'")
+    return head if tail.lower() == "s" else ""
 
 
 def _heading_word(original: str, lowered: str) -> str:
@@ -185,26 +195,53 @@ def _heading_word(original: str, lowered: str) -> str:
 def _scores(
     vocabulary: Vocabulary, groups: Sequence[Sequence[int]], target: int
 ) -> list[tuple[float, str]]:
-    """(score, term) of group ``target`` against all ``groups``, best first."""
+    """(score, term) of group ``target`` against all ``groups``, best first.
+
+    A term's weight in the group: the share of the group's chunks that use it, times
+    ``1 + log`` of how often a chunk that uses it does (the topic's own word is repeated; a
+    passing word is not), times ``log(1 + A / f)`` (c-TF-IDF: ``f`` counts the chunks of all
+    groups using it, ``A`` is the groups' average size), times :meth:`Vocabulary.noun_weight`.
+    """
     sizes = [max(1, len(g)) for g in groups]
     average = sum(sizes) / len(sizes)
     everywhere: Counter[str] = Counter()
     for group in groups:
         for index in group:
             everywhere.update(vocabulary.chunks[index].terms)
-    mine: Counter[str] = Counter()
+    chunks_using: Counter[str] = Counter()
+    uses: Counter[str] = Counter()
     for index in groups[target]:
-        mine.update(vocabulary.chunks[index].terms)
+        counts = vocabulary.chunks[index].counts
+        chunks_using.update(counts.keys())
+        uses.update(counts)
     size = sizes[target]
     minimum = 2 if size >= 3 else 1
     scored = []
-    for term, count in mine.items():
-        if count < minimum or (" " in term and count < 2):
+    for term, count in chunks_using.items():
+        if count < minimum or (" " in term and uses[term] < 2):
             continue
-        weight = (count / size) * math.log(1 + average / everywhere[term])
+        repeated = 1 + math.log(uses[term] / count)
+        weight = (count / size) * repeated * math.log(1 + average / everywhere[term])
         scored.append((weight * vocabulary.noun_weight(term), term))
     scored.sort(key=lambda st: (-st[0], st[1]))
     return scored
+
+
+def _favour_shared(
+    vocabulary: Vocabulary, scored: list[tuple[float, str]], children: Sequence[Sequence[int]]
+) -> list[tuple[float, str]]:
+    """Scores weighed by the share of children that use the term (in a tenth of their chunks):
+    a group of beer and coffee answers is better named "Brewing" than "Beer"."""
+    reweighed = []
+    for score, term in scored:
+        using = sum(
+            1
+            for members in children
+            if sum(term in vocabulary.chunks[i].terms for i in members) >= 0.1 * len(members)
+        )
+        reweighed.append((score * (0.5 + 0.5 * using / len(children)), term))
+    reweighed.sort(key=lambda st: (-st[0], st[1]))
+    return reweighed
 
 
 def _compose(
@@ -212,48 +249,26 @@ def _compose(
     scored: list[tuple[float, str]],
     banned_stems: Collection[str],
     taken: Collection[str],
-    *,
-    pair: bool = True,
 ) -> str | None:
+    """The best term not using a banned word and not already a sibling's name; a recurring
+    phrase replaces its word when nearly as distinctive ("Neural Network" over "Network")."""
     usable = [(s, t) for s, t in scored if not set(t.split()) & set(banned_stems)]
-    for position, (score, term) in enumerate(usable):
-        first = term
-        if " " not in first:  # a recurring phrase with this word says more
+    for score, term in usable:
+        best = term
+        if " " not in best:
             phrase = next(
                 (
                     t
                     for s, t in usable
-                    if " " in t and first in t.split() and s >= _PHRASE_SHARE * score
+                    if " " in t and best in t.split() and s >= _PHRASE_SHARE * score
                 ),
                 None,
             )
-            first = phrase or first
-        name = vocabulary.spelled(first)
-        second = next(
-            (
-                t
-                for s, t in usable[position + 1 :]
-                if s >= _SECOND_TERM_SHARE * score and not _related(t, first)
-            ),
-            None,
-        )
-        second = second if pair else None
-        if second is not None and len(first.split()) + len(second.split()) < _MAX_WORDS:
-            paired = f"{name} and {vocabulary.spelled(second)}"
-            if paired.casefold() not in taken:
-                return paired
+            best = phrase or best
+        name = vocabulary.spelled(best)
         if name.casefold() not in taken:
             return name
     return None
-
-
-def _related(term: str, other: str) -> bool:
-    """Whether two terms share a word or a word's start ("bottle" / "bottled")."""
-    for a in term.split():
-        for b in other.split():
-            if a == b or (min(len(a), len(b)) >= 5 and a[:5] == b[:5]):
-                return True
-    return False
 
 
 def name_tree(shape: TreeShape, texts: Sequence[str]) -> list[str]:
@@ -272,15 +287,14 @@ def name_tree(shape: TreeShape, texts: Sequence[str]) -> list[str]:
         peers = siblings if len(siblings) > 1 else by_level[node.level]
         groups = [shape.nodes[i].members for i in peers]
         scored = _scores(vocabulary, groups, peers.index(index))
+        children = by_parent.get(index, [])
+        if len(children) > 1:  # a parent's name should speak for all its children
+            scored = _favour_shared(vocabulary, scored, [shape.nodes[c].members for c in children])
         ancestors = shape.path(index)[:-1]
         banned = {stem(w.lower()) for a in ancestors for w in _WORD.findall(names[a])}
         taken = {names[s].casefold() for s in siblings if names[s]}
         taken |= {names[a].casefold() for a in ancestors}
-        # Leaves hold few chunks: one term names them; "A and B" there reads as two fragments.
-        leaf = node.level == max(by_level)
-        names[index] = _compose(vocabulary, scored, banned, taken, pair=not leaf) or _fallback(
-            node.level, taken
-        )
+        names[index] = _compose(vocabulary, scored, banned, taken) or _fallback(taken)
     return names
 
 
@@ -302,15 +316,15 @@ def name_path(
     names: list[str] = []
     banned = {stem(w.lower()) for name in avoid for w in _WORD.findall(name)}
     taken = {e.casefold() for e in exclude}
-    for level in range(1, depth + 1):
-        name = _compose(vocabulary, scored, banned, taken, pair=False) or _fallback(level, taken)
+    for _ in range(depth):
+        name = _compose(vocabulary, scored, banned, taken) or _fallback(taken)
         names.append(name)
         banned |= {stem(w.lower()) for w in _WORD.findall(name)}
         taken = {n.casefold() for n in names}
     return names
 
 
-def _fallback(level: int, taken: Collection[str]) -> str:
+def _fallback(taken: Collection[str]) -> str:
     for name in ("General", "Other", "Miscellaneous"):
         if name.casefold() not in taken:
             return name

@@ -9,11 +9,12 @@ With no model to ask, categories come from the content itself:
   applied in one transaction: categories kept by name, chunks relinked, emptied ones removed. So
   groups merge and split as the store grows.
 - **Between re-clusterings** a chunk joins the leaf whose centroid is nearest. A chunk that fits
-  every leaf worse than almost all stored chunks fit theirs starts a new top-level path, named
-  from its own words (while the cap allows).
+  every leaf worse than almost all stored chunks fit theirs (a new topic) brings the next
+  re-clustering forward (after a tenth more chunks instead of a half).
 - **Curated trees.** Once an agent proposes categories (``ingest(..., category=…)``) or a model
-  classifies, the tree is no longer re-clustered: new chunks only join the nearest leaf or a new
-  path. ``memoir categories --recluster`` re-clusters on request.
+  classifies, the tree is no longer re-clustered: a new chunk joins the nearest leaf, or, when
+  it fits no leaf, starts a new top-level path named from its own words (while the cap allows).
+  ``memoir categories --recluster`` re-clusters on request.
 
 The state (managed or not, chunk count at the last re-clustering) is a ``hierarchy_tree`` run
 record of the scope.
@@ -47,6 +48,7 @@ log = structlog.get_logger(__name__)
 TREE_RUN_KIND = "hierarchy_tree"
 CLASSIFIER_NAME = "memoir-offline:clusters"
 _GROWTH = 1.5  # re-cluster when the scope has grown by half since the last time
+_NOVEL_GROWTH = 1.1  # ... or by a tenth, when a new chunk fits no leaf
 _REBUILD_SHARE = 0.75  # a re-clustered tree leaves a quarter of the cap for new topics
 _NOVEL_PERCENTILE = 5.0  # a chunk fitting worse than 95% of stored chunks starts a new path
 _NAMING_SAMPLE = 200  # stored texts a lone new category is named against
@@ -157,13 +159,20 @@ class OfflineTree:
         state = await self.state(scope)
         snapshot = await self.port.snapshot(scope)
         total = len(snapshot) + len(texts)
-        empty = await self.store.count_categories(scope) == 0
-        due = total >= max(2, math.ceil(_GROWTH * state.clustered_at))
-        if state.managed and (empty or due) and total <= self.settings.recluster_max_chunks:
-            return await self._recluster(
-                scope, snapshot, texts, vectors, token_counts, reason="grown"
+        if state.managed and total <= self.settings.recluster_max_chunks:
+            empty = await self.store.count_categories(scope) == 0
+            grown = total >= max(2, math.ceil(_GROWTH * state.clustered_at))
+            # Something unlike every leaf re-clusters sooner (after a tenth more chunks).
+            novel = total >= max(2, math.ceil(_NOVEL_GROWTH * state.clustered_at)) and (
+                await self._any_novel(scope, snapshot, vectors)
             )
-        return await self._nearest(scope, snapshot, texts, vectors)
+            if empty or grown or novel:
+                reason = "first" if empty else "grown" if grown else "new topic"
+                return await self._recluster(
+                    scope, snapshot, texts, vectors, token_counts, reason=reason
+                )
+        # A managed tree waits for its next re-clustering; a curated one opens new paths.
+        return await self._nearest(scope, snapshot, texts, vectors, new_paths=not state.managed)
 
     async def recluster(self, scope: str) -> int:
         """Re-cluster every chunk of ``scope`` now (and manage the tree from then on).
@@ -237,8 +246,22 @@ class OfflineTree:
         )
         return filed
 
+    async def _any_novel(self, scope: str, snapshot: TreeSnapshot, vectors: np.ndarray) -> bool:
+        by_id = {c.category_id: c for c in await self.store.all_categories(scope)}
+        leaf_ids, centroids, floor = _leaf_centroids(snapshot, self.settings.depth, by_id)
+        if not leaf_ids:
+            return False
+        best = (normalise_rows(np.asarray(vectors)) @ centroids.T).max(axis=1)
+        return bool((best < floor).any())
+
     async def _nearest(
-        self, scope: str, snapshot: TreeSnapshot, texts: Sequence[str], vectors: np.ndarray
+        self,
+        scope: str,
+        snapshot: TreeSnapshot,
+        texts: Sequence[str],
+        vectors: np.ndarray,
+        *,
+        new_paths: bool,
     ) -> list[Classification]:
         categories = await self.store.all_categories(scope)
         by_id = {c.category_id: c for c in categories}
@@ -252,7 +275,7 @@ class OfflineTree:
             if leaf_ids:
                 scores = centroids @ unit[index]
                 best = int(np.argmax(scores))
-                novel = float(scores[best]) < floor
+                novel = new_paths and float(scores[best]) < floor
                 if not novel or not may_create(
                     existing, 1, self.settings.depth, self.settings.max_categories
                 ):
@@ -306,21 +329,28 @@ def _path(leaf: Category, by_id: dict[int, Category]) -> list[Category]:
 def _leaf_centroids(
     snapshot: TreeSnapshot, depth: int, by_id: dict[int, Category]
 ) -> tuple[list[int], np.ndarray, float]:
-    """Leaf ids, their unit centroids, and the novelty floor (the 5th percentile of how well
-    stored chunks fit their own leaf)."""
+    """Leaf ids, their unit centroids, and the novelty floor: the 5th percentile of how well
+    stored chunks fit the rest of their own leaf (leave-one-out, so a small leaf does not look
+    tighter than it is; -inf below 20 such chunks)."""
     if not len(snapshot):
         return [], np.zeros((0, 1)), -math.inf
     unit = normalise_rows(snapshot.vectors)
     leaves = np.array([p.category_id for p in snapshot.points])
     leaf_ids = sorted(
-        {int(c) for c in leaves if by_id.get(int(c)) and by_id[int(c)].level == depth}
+        {int(c) for c in leaves if (cat := by_id.get(int(c))) is not None and cat.level == depth}
     )
     if not leaf_ids:
         return [], np.zeros((0, unit.shape[1])), -math.inf
-    centroids = normalise_rows(np.stack([unit[leaves == c].sum(axis=0) for c in leaf_ids]))
+    sums = np.stack([unit[leaves == c].sum(axis=0) for c in leaf_ids])
+    sizes = np.array([(leaves == c).sum() for c in leaf_ids])
+    centroids = normalise_rows(sums)
     row = {c: i for i, c in enumerate(leaf_ids)}
-    fits = np.array(
-        [float(unit[i] @ centroids[row[int(c)]]) for i, c in enumerate(leaves) if int(c) in row]
-    )
+    fits = []
+    for index, leaf in enumerate(leaves):
+        at = row.get(int(leaf))
+        if at is None or sizes[at] < 2:
+            continue
+        rest = sums[at] - unit[index]
+        fits.append(float(unit[index] @ rest) / max(float(np.linalg.norm(rest)), 1e-12))
     floor = float(np.percentile(fits, _NOVEL_PERCENTILE)) if len(fits) >= 20 else -math.inf
     return leaf_ids, centroids, floor
