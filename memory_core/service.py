@@ -279,6 +279,7 @@ async def diagnose(
                 extra_checks=(_document_checks,),
             )
         )
+    findings += _llm_findings(settings)
     if embedder is not None:
         try:
             await embedder.ensure_loaded()
@@ -293,6 +294,22 @@ async def diagnose(
         except (MemoirError, EmbeddingError) as exc:
             findings.append(DoctorFinding("embedder", "error", exc.message, fix=exc.hint))
     return DoctorReport(findings)
+
+
+def _llm_findings(settings: Settings) -> list[DoctorFinding]:
+    from memory_core.llm.availability import llm_problems
+
+    if settings.llm.model == "offline" and not settings.llm.profiles:
+        return [DoctorFinding("llm", "ok", "the built-in offline model (no key needed)")]
+    problems = llm_problems(settings.llm)
+    if not problems:
+        return [DoctorFinding("llm", "ok", f"{settings.llm.model} can be used")]
+    return [
+        DoctorFinding(
+            "llm", "error", f"{p.model} cannot be used: {p.reason} ({', '.join(steps)})", p.hint
+        )
+        for p, steps in problems
+    ]
 
 
 def _document_checks(conn: Any) -> list[DoctorFinding]:

@@ -206,6 +206,7 @@ async def run_query(
         _error(result, error.code, error.message, error.hint or "check the [llm] settings")
         log.error("query failed", error=error.message[:300])
     stats = agents.stats
+    result.warnings.extend(agents.warnings())
     result.model_used = stats.models_used
     result.llm_calls = dict(stats.calls)
     result.total_latency = round(time.perf_counter() - started, 6)

@@ -267,6 +267,7 @@ class HierarchyService:
             result.error = ErrorInfo(code=error.code, message=error.message, hint=error.hint)
             log.error("ingest stopped", error=error.message[:300], stored=len(result.chunks))
         stats = agents.stats
+        result.warnings.extend(agents.warnings())
         result.model_used = stats.models_used
         if placed:
             classifiers = list(dict.fromkeys(m for where in placed for m in where.models))
