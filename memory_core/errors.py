@@ -132,16 +132,16 @@ class NotFoundError(MemoirError):
 class EmptyKnowledgeGraphError(MemoirError):
     code = "empty_knowledge_graph"
 
-    # The exact wording is required by the rules spec (Requirement 11.1).
-    SPEC_MESSAGE = (
-        "Knowledge graph is empty. Please ingest rule documents using memory.rules.upsert_markdown."
-    )
+    # The rules spec's wording (Requirement 11.1), naming the tool as it is registered: the
+    # spec's dotted `memory.rules.upsert_markdown` is not a tool any client can call.
+    SPEC_MESSAGE = "Knowledge graph is empty. Please ingest rule documents using upsert_markdown."
 
     def __init__(self, *, hint: str | None = None) -> None:
         super().__init__(
             self.SPEC_MESSAGE,
             hint=hint
-            or "run `memoir rules upsert <path>` or call the upsert_markdown tool with your rule files",
+            or "from a shell: `memoir rules upsert <folder>`; rules already loaded may be in "
+            "another store (`memoir serve --print-config` shows the one a server opens)",
         )
 
 
