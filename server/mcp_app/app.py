@@ -26,7 +26,7 @@ from server.mcp_app.notify import subscriptions
 from server.mcp_app.prompts import register_prompts
 from server.mcp_app.resources import list_rule_resources, register_resources
 from server.mcp_app.runtime import MemoirRuntime
-from server.mcp_app.tools import register_tools
+from server.mcp_app.tools import DEFAULT_TOOLS, EXTRA_TOOLS, register_tools
 
 __all__ = ["INSTRUCTIONS", "MemoirMCPServer", "build_server", "compact_schema", "inline_refs"]
 
@@ -112,8 +112,19 @@ def _fold_nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return folded
 
 
+_TOOL_ORDER = {name: rank for rank, name in enumerate((*DEFAULT_TOOLS, *EXTRA_TOOLS))}
+
+
+def _tool_order(tool: MCPTool) -> tuple[int, str]:
+    """The advertised order: the default tools as documented, then the extra ones, then any
+    other by name; the same on every protocol revision and in every process (clients cache
+    the list, and a reordered list reads as a changed one)."""
+    return (_TOOL_ORDER.get(tool.name, len(_TOOL_ORDER)), tool.name)
+
+
 class MemoirMCPServer(MCPServer[Any]):
-    """``MCPServer`` with compact tool schemas and the caller's rules in ``resources/list``."""
+    """``MCPServer`` with compact tool schemas in a fixed order, and the caller's rules in
+    ``resources/list``."""
 
     def __init__(self, runtime: MemoirRuntime, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -121,7 +132,7 @@ class MemoirMCPServer(MCPServer[Any]):
         self.roots_cache = RootsCache()
 
     async def list_tools(self) -> list[MCPTool]:
-        tools = await super().list_tools()
+        tools = sorted(await super().list_tools(), key=_tool_order)
         self.runtime.warm()  # the client is connected: now load the store and the model
         return [
             tool.model_copy(

@@ -82,14 +82,12 @@ overwrite. Reports counts and per-document errors with lines. \
 Example: {"paths": ["docs/rules/security.md"]}"""
 
 _INGEST_DOC = """\
-Save knowledge (decisions, facts, notes) to project memory, filed in a category tree; \
-idempotent. Optional category: your own classification, broadest first; existing names are \
-preferred (see the memoir://categories resource). \
-Example: {"text": "We deploy blue-green on Fridays", "source": "notes", "category": "Ops / Deploys"}"""
+Save decisions, facts and notes to project memory, filed in a category tree (yours if you pass \
+category, broadest first). Example: {"text": "We deploy on Fridays", "category": "Ops / Deploys"}"""
 
 _QUERY_DOC = """\
-Answer a question from knowledge saved with ingest, citing numbered sources. Not for rules (use \
-query_directives). Example: {"question": "how do we deploy?"}"""
+Answer a question from knowledge saved with ingest, citing sources (rules: query_directives). \
+Example: {"question": "how do we deploy?"}"""
 
 
 class ToolHost:
@@ -271,10 +269,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         ctx: Context,
         roots: Roots,
         source: str | None = None,
-        category: Annotated[
-            str | None,
-            Field(description='Category path, broadest first: "Databases / Indexing".'),
-        ] = None,
+        category: str | None = None,
     ) -> Annotated[CallToolResult, IngestOutput]:
         decision = host.scope(roots, ctx)
 

@@ -108,7 +108,6 @@ async def test_an_empty_graph_is_a_tool_error_with_the_specs_exact_message(
     assert named not in result.structured_content["error"]["hint"]
 
 
-
 async def test_invalid_arguments_are_reported_as_errors_not_success(
     sut: ServerUnderTest, tmp_path: Path
 ) -> None:
