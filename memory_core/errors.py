@@ -79,13 +79,14 @@ class MemoirError(Exception):
         return self.message
 
     def to_dict(self) -> dict[str, Any]:
-        """The Recall-spec ``error`` object: code, message, details, hint."""
-        return {
-            "code": self.code,
-            "message": self.message,
-            "details": self.details or None,
-            "hint": self.hint,
-        }
+        """The Recall-spec ``error`` object: code, message, and details and hint when there are
+        any (never ``"hint": null``)."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            out["details"] = self.details
+        if self.hint:
+            out["hint"] = self.hint
+        return out
 
 
 class ConfigError(MemoirError):

@@ -159,7 +159,7 @@ async def run_query(
                 result,
                 "empty_hierarchy",
                 f"nothing has been ingested in scope {scope!r}",
-                "ingest text first: `memoir ingest <file>` or ingest_text()",
+                "save knowledge first: the ingest tool, `memoir ingest FILE`, or ingest_text()",
             )
         else:
             walk = await traverse(

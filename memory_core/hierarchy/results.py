@@ -32,9 +32,11 @@ _ERRORS: dict[str, type[MemoirError]] = {
 
 
 class ErrorInfo(BaseModel):
+    """What failed and what to do about it (every failure has a remediation)."""
+
     code: str
     message: str
-    hint: str | None = None
+    hint: str
 
 
 class _Result(BaseModel):

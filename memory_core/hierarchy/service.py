@@ -264,7 +264,11 @@ class HierarchyService:
                 )
         except ModelError as error:
             result.status = "error"
-            result.error = ErrorInfo(code=error.code, message=error.message, hint=error.hint)
+            result.error = ErrorInfo(
+                code=error.code,
+                message=error.message,
+                hint=error.hint or "check the [llm] settings, or set llm.model = 'offline'",
+            )
             log.error("ingest stopped", error=error.message[:300], stored=len(result.chunks))
         stats = agents.stats
         result.warnings.extend(agents.warnings())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -20,7 +21,9 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 from mcp_types import Tool as MCPTool
+from pydantic import ValidationError
 
+from server.mcp_app.arguments import argument_error_result, unknown_arguments
 from server.mcp_app.calls import RootsCache
 from server.mcp_app.notify import subscriptions
 from server.mcp_app.prompts import register_prompts
@@ -154,6 +157,24 @@ class MemoirMCPServer(MCPServer[Any]):
                 data={"known_tools": [t.name for t in self._tool_manager.list_tools()]},
             )
         return await super()._handle_call_tool(ctx, params)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        """The SDK's call, with argument mistakes told plainly (:mod:`server.mcp_app.arguments`)
+        instead of pydantic's raw text; an argument the tool does not take is one of them."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and unknown_arguments(tool.parameters, arguments):
+            return argument_error_result(name, tool.parameters, arguments)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if tool is None or isinstance(exc, UnexpectedToolError):
+                raise
+            if not isinstance(cause, ValidationError):
+                raise
+            return argument_error_result(name, tool.parameters, arguments, cause)
 
     # The SDK lists static resources only; the rules depend on the caller's roots, so the
     # handler (which has the request) adds them.
