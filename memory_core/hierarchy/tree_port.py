@@ -1,4 +1,5 @@
-"""What the offline classifier needs from storage to re-cluster a scope's category tree.
+"""What the offline classifier needs from storage to re-cluster a scope's category tree
+(and where each chunk came from, for citations).
 
 A small port beside :class:`~memory_core.hierarchy.store.HierarchyStore`: read every chunk of a
 scope with its vector (:meth:`CategoryTreePort.snapshot`), and apply a planned tree in one
@@ -72,6 +73,11 @@ class TreePlan:
 class CategoryTreePort(Protocol):
     async def snapshot(self, scope: str) -> TreeSnapshot:
         """Every hierarchy chunk of ``scope`` that has a vector, ordered by item id."""
+        ...
+
+    async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
+        """The ``source`` each chunk was ingested with, by chunk uid (chunks without one are
+        left out): answers cite where their passages came from."""
         ...
 
     async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:

@@ -202,6 +202,42 @@ def _print_results(response: Any) -> None:
     click.echo(f"{response.stats.total_hits} hits in {response.stats.took_ms} ms")
 
 
+def _print_selected(response: Any) -> None:
+    """RQL results as a table of exactly the selected fields (``doc.id`` stays a column, so
+    what ``memoir rm`` takes can be read off the table)."""
+    _print_warnings(response.warnings)
+    rows = [_flatten(result.to_json()) for result in response.results or []]
+    columns = list(dict.fromkeys(key for row in rows for key in row if key != "explain"))
+    print_table(
+        ["#", *columns],
+        [
+            (rank, *(_cell(column, row.get(column)) for column in columns))
+            for rank, row in enumerate(rows, start=1)
+        ],
+    )
+    click.echo(f"{response.stats.total_hits} hits in {response.stats.took_ms} ms")
+
+
+def _flatten(result: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in result.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{inner}": v for inner, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if column.endswith(".text"):
+        return _snippet(str(value))
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def _mode(bm25: bool, vector: bool) -> str:
     if bm25 == vector:
         return "hybrid"
@@ -311,7 +347,7 @@ def query_command(
     if as_json:
         emit_json(response.to_json())
     else:
-        _print_results(response)
+        _print_selected(response)
         if response.next_offset is not None:
             click.echo(f"more: OFFSET {response.next_offset}")
 

@@ -157,7 +157,8 @@ def register(cli: click.Group) -> None:
                 + f", {result.total_latency:.2f} s, model {', '.join(_models(result.model_used))}"
             )
             for citation in result.citations:
-                click.echo(f"  [{citation.chunk_id[:12]}] {citation.category_path}")
+                origin = f" ({citation.source})" if citation.source else ""
+                click.echo(f"  [{citation.chunk_id[:12]}] {citation.category_path}{origin}")
             if result.dropped_paths:
                 click.echo(f"dropped for the budget: {'; '.join(result.dropped_paths)}")
             for warning in result.warnings:

@@ -6,6 +6,7 @@ The same reads and the same one-transaction apply as on PostgreSQL, in PyMySQL's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from memory_core.hierarchy.store import (
@@ -38,6 +39,23 @@ class MysqlCategoryTree:
             return snapshot_from_rows(list(cursor.fetchall()))
 
         return await self.store.connection.run(read)
+
+    async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(uids))
+
+        def read(cursor: Any) -> dict[str, str]:
+            found: dict[str, str] = {}
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                cursor.execute(
+                    "SELECT uid, source FROM memoir_chunk WHERE scope = %s AND source IS NOT NULL "
+                    f"AND uid IN ({','.join(['%s'] * len(batch))})",
+                    (scope, *batch),
+                )
+                found.update({uid: source for uid, source in cursor.fetchall()})
+            return found
+
+        return await self.store.connection.run(read) if wanted else {}
 
     async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:
         depth = self.store.depth

@@ -7,6 +7,7 @@ categories left empty deleted), as on SQLite.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -43,6 +44,19 @@ class PostgresCategoryTree:
             return snapshot_from_rows(list(await cur.fetchall()))
 
         return await self.store.connection.run(read)
+
+    async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(uids))
+
+        async def read(conn: Conn) -> dict[str, str]:
+            cur = await conn.execute(
+                "SELECT uid, source FROM memoir_chunk WHERE scope = %s AND uid = ANY(%s) "
+                "AND source IS NOT NULL",
+                (scope, wanted),
+            )
+            return {uid: source for uid, source in await cur.fetchall()}
+
+        return await self.store.connection.run(read) if wanted else {}
 
     async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:
         depth = self.store.depth

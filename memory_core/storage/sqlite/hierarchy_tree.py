@@ -7,6 +7,7 @@ crash leaves the old tree whole.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,19 @@ def _snapshot(conn: Any, scope: str) -> TreeSnapshot:
         points.append(ChunkPoint(int(row[0]), row[1], int(row[2]), row[3], int(row[4])))
         keep.append(index)
     return TreeSnapshot(points, matrix[keep] if keep else matrix[:0])
+
+
+def _sources(conn: Any, scope: str, uids: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for start in range(0, len(uids), 500):
+        batch = uids[start : start + 500]
+        rows = conn.execute(
+            "SELECT uid, json_extract(metadata, '$.source') FROM item WHERE scope = ? "
+            f"AND kind = ? AND uid IN ({','.join('?' * len(batch))})",
+            (scope, CHUNK_KIND, *batch),
+        )
+        found.update({uid: str(source) for uid, source in rows if source is not None})
+    return found
 
 
 def _apply(conn: Any, scope: str, plan: TreePlan, depth: int) -> dict[int, int]:
@@ -85,6 +99,9 @@ class SqliteCategoryTree:
 
     async def snapshot(self, scope: str) -> TreeSnapshot:
         return await self.store.db.read(_snapshot, scope)
+
+    async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
+        return await self.store.db.read(_sources, scope, list(uids))
 
     async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:
         return await self.store.db.write(_apply, scope, plan, self.depth)
