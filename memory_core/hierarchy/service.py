@@ -22,6 +22,7 @@ from memory_core.errors import ConfigError, InvalidInputError, ModelError
 from memory_core.hierarchy.chunking import chunk_text
 from memory_core.hierarchy.classify import Classifier
 from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
+from memory_core.hierarchy.limits import check_ingest_size
 from memory_core.hierarchy.query import run_query
 from memory_core.hierarchy.results import (
     CategoryNode,
@@ -34,6 +35,7 @@ from memory_core.hierarchy.results import (
 from memory_core.hierarchy.store import HierarchyStore, NewChunk
 from memory_core.hierarchy.stores import create_hierarchy_store
 from memory_core.hierarchy.strategies import StrategyParams
+from memory_core.hierarchy.tree_port import tree_port_for
 from memory_core.llm.category_vectors import category_vectors
 from memory_core.llm.profiles import STEPS, resolve_profile
 from memory_core.models import content_hash, stable_id, utc_now
@@ -51,7 +53,6 @@ __all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
 log = structlog.get_logger(__name__)
 QUERY_RUN_KIND = "hierarchy_query"
 INGEST_RUN_KIND = "hierarchy_ingest"
-_MAX_FILE_BYTES = 50 * 1024 * 1024
 
 
 class HierarchyService:
@@ -69,6 +70,7 @@ class HierarchyService:
         self._opened = False
         self._lock = anyio.Lock()
         self._offline: OfflineModel | None = None
+        self._depth_checked = False
         # Category centroids per scope, with the tree signature they were computed for.
         self._centroids: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {}
         self.params = StrategyParams(
@@ -95,6 +97,35 @@ class HierarchyService:
                 await self._store.open()
                 self._opened = True
         return self._store
+
+    async def _checked_store(self) -> HierarchyStore:
+        """The store, once its trees are known to have the configured depth.
+
+        Raises:
+            ConfigError: a scope's chunks sit at another level (``hierarchy.depth`` changed
+                on a filled store): names the scopes, the depth to go back to, and the rebuild.
+        """
+        store = await self.store()
+        if self._depth_checked:
+            return store
+        port = tree_port_for(store)
+        levels = await port.leaf_levels() if port is not None else {}
+        depth = self.settings.depth
+        wrong = {scope: sorted(found) for scope, found in levels.items() if found != {depth}}
+        if wrong:
+            scope, found = sorted(wrong.items())[0]
+            others = f" and {len(wrong) - 1} more scope(s)" if len(wrong) > 1 else ""
+            built = ", ".join(map(str, found))
+            raise ConfigError(
+                f"hierarchy.depth is {depth}, but the knowledge tree of scope {scope!r}{others} "
+                f"was built with depth {built} (its chunks sit at level {built})",
+                hint=f"set hierarchy.depth = {found[-1]} again (memoir.toml or "
+                f"MEMOIR_HIERARCHY__DEPTH), or rebuild the tree at depth {depth}: "
+                f"`memoir categories --recluster --scope '{scope}'`",
+                details={"depth": depth, "scopes": wrong},
+            )
+        self._depth_checked = True
+        return store
 
     async def close(self) -> None:
         """Close the hierarchy store (a no-op on SQLite, where the facade owns the store)."""
@@ -163,13 +194,15 @@ class HierarchyService:
             models failed part way (the chunks stored so far are listed).
 
         Raises:
-            InvalidInputError: empty text, a bad scope, or an invalid ``category`` path.
+            InvalidInputError: empty text, text over ``hierarchy.max_ingest_bytes``, a bad
+                scope, or an invalid ``category`` path.
             StorageError: the database failed.
         """
         started = time.perf_counter()
         scope = validate_scope(scope)
         if not text or not text.strip():
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
+        check_ingest_size(len(text.encode("utf-8")), self.settings.max_ingest_bytes)
         settings = self.settings
         chunking = chunk_text(
             text,
@@ -179,7 +212,7 @@ class HierarchyService:
         )
         for warning in chunking.warnings:
             log.warning("chunking", detail=warning)
-        store = await self.store()
+        store = await self._checked_store()
         texts = [c.text for c in chunking.chunks]
         counts = self.ctx.tokens.count_many(texts)
         hashes = [content_hash(t) for t in texts]
@@ -329,16 +362,13 @@ class HierarchyService:
         """Read a UTF-8 text file and :meth:`ingest_text` it (the path is the source).
 
         Raises:
-            InvalidInputError: the file is missing, too large, or not UTF-8 text.
+            InvalidInputError: the file is missing, over ``hierarchy.max_ingest_bytes``, or not
+                UTF-8 text.
         """
         file = Path(path).expanduser()
         try:
             size = file.stat().st_size
-            if size > _MAX_FILE_BYTES:
-                raise InvalidInputError(
-                    f"{file} is {size} bytes, over the {_MAX_FILE_BYTES}-byte limit",
-                    hint="split the file, or ingest its parts with --text",
-                )
+            check_ingest_size(size, self.settings.max_ingest_bytes, what=str(file))
             text = await anyio.Path(file).read_text(encoding="utf-8")
         except FileNotFoundError as exc:
             raise InvalidInputError(f"no such file: {file}", hint="check the path") from exc
@@ -384,7 +414,7 @@ class HierarchyService:
             StorageError: the database failed.
         """
         scope = validate_scope(scope)
-        store = await self.store()
+        store = await self._checked_store()
         agents = self.agents(model)
         budget = self.settings.max_token_budget if max_token_budget is None else max_token_budget
         if summarize is None:
@@ -472,6 +502,7 @@ class HierarchyService:
             )
         await tree.recluster(scope)
         self._centroids.pop(scope, None)
+        self._depth_checked = False  # this scope may have been the one at another depth
         return await self.categories(scope=scope)
 
     async def runs(

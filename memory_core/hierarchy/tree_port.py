@@ -75,6 +75,11 @@ class CategoryTreePort(Protocol):
         """Every hierarchy chunk of ``scope`` that has a vector, ordered by item id."""
         ...
 
+    async def leaf_levels(self) -> dict[str, set[int]]:
+        """For every scope of the store, the levels of the categories that hold chunks (one
+        level, the depth the tree was built with, unless ``hierarchy.depth`` changed)."""
+        ...
+
     async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
         """The ``source`` each chunk was ingested with, by chunk uid (chunks without one are
         left out): answers cite where their passages came from."""

@@ -49,6 +49,9 @@ async def _ready(memoir: Any, mode: str) -> None:
         await memoir.embedder.ensure_loaded()
 
 
+_SIZE_SETTING = "documents.max_file_bytes"
+
+
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
@@ -148,6 +151,18 @@ def add_command(
         report = state.run(run, as_json=as_json)
     finally:
         progress.close()
+    too_large = [d.reason for d in report.documents if d.reason and _SIZE_SETTING in d.reason]
+    if too_large and not (report.added or report.updated or report.unchanged):
+        # Everything named was over the size limit: nothing was stored, so it is an error.
+        fail(
+            InvalidInputError(
+                f"nothing was added: {too_large[0].removeprefix('skipped ').split(';')[0]}",
+                hint=f"split the file, or raise {_SIZE_SETTING} in memoir.toml "
+                "(MEMOIR_DOCUMENTS__MAX_FILE_BYTES)",
+                details={"skipped": too_large},
+            ),
+            as_json=as_json,
+        )
     if as_json:
         emit_json(report.to_json())
         return

@@ -43,6 +43,19 @@ def _snapshot(conn: Any, scope: str) -> TreeSnapshot:
     return TreeSnapshot(points, matrix[keep] if keep else matrix[:0])
 
 
+def _leaf_levels(conn: Any) -> dict[str, set[int]]:
+    levels: dict[str, set[int]] = {}
+    rows = conn.execute(
+        "SELECT c.scope, c.level FROM category AS c WHERE EXISTS "
+        "(SELECT 1 FROM item WHERE item.category_id = c.category_id AND item.kind = ?) "
+        "GROUP BY c.scope, c.level",
+        (CHUNK_KIND,),
+    )
+    for scope, level in rows:
+        levels.setdefault(scope, set()).add(int(level))
+    return levels
+
+
 def _sources(conn: Any, scope: str, uids: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for start in range(0, len(uids), 500):
@@ -99,6 +112,9 @@ class SqliteCategoryTree:
 
     async def snapshot(self, scope: str) -> TreeSnapshot:
         return await self.store.db.read(_snapshot, scope)
+
+    async def leaf_levels(self) -> dict[str, set[int]]:
+        return await self.store.db.read(_leaf_levels)
 
     async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
         return await self.store.db.read(_sources, scope, list(uids))
