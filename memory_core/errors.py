@@ -115,10 +115,13 @@ class QuerySyntaxError(InvalidInputError):
         expected: str | None = None,
         hint: str | None = None,
     ) -> None:
+        said = expected is not None and f"expected {expected}" in message
         super().__init__(
             f"{message} at line {line}, column {column}"
-            + (f"; expected {expected}" if expected else ""),
-            hint=hint,
+            + (f"; expected {expected}" if expected and not said else ""),
+            hint=hint
+            or (f"write {expected} there" if expected else "")
+            or "check the statement against the grammar in docs/search.md",
             details={"line": line, "column": column, "expected": expected},
         )
         self.line = line

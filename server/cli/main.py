@@ -134,7 +134,7 @@ database_url = "sqlite:///{db_name}"
 # overlap_tokens = 32
 
 [search]
-# fusion = "rrf"        # rrf | weighted
+# fusion = "weighted"   # weighted | rrf
 # rrf_k = 60
 # bm25_weight = 0.5
 # vector_weight = 0.5
@@ -142,15 +142,18 @@ database_url = "sqlite:///{db_name}"
 
 [rules]
 # token_budget = 900
-# max_items = 20
+# max_items = 50
 
 [hierarchy]
 # depth = 3
 # max_categories = 128
 # strategy = "one_shot"   # one_shot | wide_branch | zoom_in | branch_out
+# offline_classifier = "clusters"   # with no model: clusters | names
+# max_ingest_bytes = 524288         # the largest text one ingest takes
 
 [llm]
-# model = "offline"       # or "openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "ollama:llama3.2"
+# model = "offline"       # or "openai:gpt-4o-mini" (pip install 'memoir-mcp[openai]'),
+#                         # "anthropic:claude-sonnet-4-5" ([anthropic]), "ollama:llama3.2" ([openai])
 # use_mcp_sampling = true
 
 [server]

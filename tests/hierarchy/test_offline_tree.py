@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from memory_core.embed import create_embedder
-from memory_core.errors import InvalidInputError
+from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.hierarchy.labels import GENERIC_WORDS
 from memory_core.service import Memoir
 
@@ -255,3 +255,29 @@ async def test_recluster_rebuilds_a_curated_tree_from_its_content(tmp_path: Path
         assert runs[0]["payload"] == {**runs[0]["payload"], "managed": True, "reason": "requested"}
     finally:
         await memoir.close()
+
+
+async def test_changing_the_depth_of_a_filled_store_is_refused_until_rebuilt(
+    tmp_path: Path,
+) -> None:
+    memoir = await open_memoir(tmp_path)
+    await memoir.ingest_text("Owls hunt mice at night.", scope="birds")
+    await memoir.close()
+    deeper = await open_memoir(tmp_path, make_settings(tmp_path, depth=4))
+    try:
+        for attempt in (
+            deeper.ingest_text("Herons fish at dawn.", scope="birds"),
+            deeper.query("what do owls hunt?", scope="birds"),
+        ):
+            with pytest.raises(ConfigError, match="hierarchy.depth is 4") as refused:
+                await attempt
+            assert "'birds'" in refused.value.message and "depth 3" in refused.value.message
+            assert "hierarchy.depth = 3" in (refused.value.hint or "")
+            assert "memoir categories --recluster --scope 'birds'" in (refused.value.hint or "")
+        assert (await deeper.hierarchy.categories(scope="birds")).total == 3  # still readable
+        rebuilt = await deeper.hierarchy.recluster(scope="birds")
+        assert {n.level for n in walk(rebuilt.nodes)} == {1, 2, 3, 4}
+        answer = await deeper.query("what do owls hunt?", scope="birds")
+        assert answer.ok and "mice" in (answer.answer or "")
+    finally:
+        await deeper.close()
