@@ -9,15 +9,29 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from memory_core.kinds import ItemKind, ResourceKind
+    from memory_core.scope import Scope
 
 __all__ = [
+    "Category",
     "DoctorFinding",
     "DoctorReport",
+    "Edge",
+    "Entity",
+    "EventRecord",
     "Item",
+    "ItemUpdate",
+    "NewEntity",
     "NewItem",
+    "NewResource",
+    "Resource",
+    "RunRecord",
     "ScoredId",
     "StoreStats",
+    "Tombstone",
     "content_hash",
     "stable_id",
     "utc_now",
@@ -42,13 +56,16 @@ def stable_id(*parts: object, length: int = 24) -> str:
 
 @dataclass(frozen=True, slots=True)
 class NewItem:
-    """An item to write: a chunk, a directive, a memory… (DESIGN §2)."""
+    """An item to write: a chunk, a directive, a memory… (DESIGN §2).
+
+    ``uid`` is stable (derived from the input), so writing the same item twice is a no-op.
+    """
 
     uid: str
-    kind: str
+    kind: ItemKind
     text: str
     token_count: int
-    scope: str = ""
+    scope: Scope
     content_hash: str = ""
     resource_id: int | None = None
     category_id: int | None = None
@@ -61,17 +78,19 @@ class NewItem:
     pinned: bool = False
     tags: tuple[str, ...] = ()
     created_at: str | None = None
+    repeat_count: int = 0
+    valid_from: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """An item as stored."""
+    """An item as stored (``scope`` is the stored :attr:`Scope.key`)."""
 
     item_id: int
     uid: str
     scope: str
-    kind: str
+    kind: ItemKind
     text: str
     token_count: int
     content_hash: str
@@ -95,12 +114,168 @@ class Item:
     metadata: dict[str, Any]
 
 
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ItemUpdate:
+    """Changes to one stored item; fields left at ``UNSET`` keep their value.
+
+    Changing ``text`` or ``tags`` rewrites the item's lexical row in the same transaction;
+    pass ``vector`` to replace its vector row too (a changed text without a vector drops the
+    old vector, so the item is found lexically until it is re-embedded).
+    """
+
+    text: str = _UNSET
+    token_count: int = _UNSET
+    content_hash: str = _UNSET
+    tags: tuple[str, ...] = _UNSET
+    importance: float = _UNSET
+    pinned: bool = _UNSET
+    repeat_count: int = _UNSET
+    simhash: int | None = _UNSET
+    category_id: int | None = _UNSET
+    valid_from: str | None = _UNSET
+    valid_to: str | None = _UNSET
+    superseded_by: int | None = _UNSET
+    metadata: dict[str, Any] = _UNSET
+    vector: Any = _UNSET  # np.ndarray of the store's dimension, or None to drop the vector
+
+    def changes(self) -> dict[str, Any]:
+        """The fields that were set (name -> new value)."""
+        return {
+            name: getattr(self, name)
+            for name in self.__dataclass_fields__
+            if getattr(self, name) is not _UNSET
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class ScoredId:
-    """One arm's hit: an item id with that arm's raw score (bm25, or cosine distance)."""
+    """One search arm's hit: an item id and that arm's score, higher is better.
+
+    Lexical arms give a BM25 score (SQLite: ``-bm25(item_fts)``); vector arms give the cosine
+    similarity.
+    """
 
     item_id: int
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class NewResource:
+    """A source to record: a document, a rule file, a conversation… (DESIGN §2)."""
+
+    uid: str
+    scope: Scope
+    kind: ResourceKind
+    uri: str
+    content_hash: str
+    mtime: str | None = None
+    size: int | None = None
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    resource_id: int
+    uid: str
+    scope: str
+    kind: ResourceKind
+    uri: str
+    content_hash: str
+    mtime: str | None
+    size: int | None
+    tags: tuple[str, ...]
+    source: str | None
+    created_at: str
+    updated_at: str
+    deleted: bool
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntity:
+    """A graph node to ensure: found by ``(kind, key)`` within a scope, created if absent."""
+
+    kind: str
+    key: str  # the normalised name the entity is found by
+    name: str  # as shown
+    resource_id: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    entity_id: int
+    scope: str
+    kind: str
+    key: str
+    name: str
+    resource_id: int | None
+    created_at: str
+    metadata: dict[str, Any]
+
+
+EndpointKind = Literal["entity", "item"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Edge:
+    """A directed relation between two graph endpoints (entities or items)."""
+
+    src_kind: EndpointKind
+    src_id: int
+    rel_type: str
+    dst_kind: EndpointKind
+    dst_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Category:
+    """A node of the category tree (memoirAI categories and memory-layer categories)."""
+
+    category_id: int
+    scope: str
+    parent_id: int | None
+    level: int
+    name: str
+    created_at: str
+    summary: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: int
+    scope: str
+    kind: str
+    started_at: str
+    took_ms: float | None
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    event_id: int
+    scope: str
+    kind: str
+    subject: str | None
+    created_at: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    tombstone_id: int
+    scope: str
+    kind: str
+    uid: str
+    deleted_at: str
+    expires_at: str | None
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from memory_core.documents.globbing import glob_match
 from memory_core.errors import InvalidInputError, PathNotAllowedError
+from memory_core.globbing import glob_match
 
 __all__ = [
     "DEFAULT_IGNORES",

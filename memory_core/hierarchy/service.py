@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from memory_core.chunking import chunk_by_sentences
 from memory_core.errors import ConfigError, InvalidInputError, ModelError
-from memory_core.hierarchy.chunking import chunk_text
 from memory_core.hierarchy.classify import Classifier
 from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
 from memory_core.hierarchy.limits import check_ingest_size
@@ -44,9 +44,9 @@ from memory_core.scope import validate_scope
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
+    from memory_core.context import CoreContext
     from memory_core.llm.agents import HierarchyAgents
     from memory_core.llm.offline import OfflineModel
-    from memory_core.service import CoreContext
 
 __all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
 
@@ -70,7 +70,7 @@ class HierarchyService:
         self._opened = False
         self._lock = anyio.Lock()
         self._offline: OfflineModel | None = None
-        self._depth_checked = False
+        self._depth_checked: set[str] = set()  # scopes whose tree has the configured depth
         # Category centroids per scope, with the tree signature they were computed for.
         self._centroids: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {}
         self.params = StrategyParams(
@@ -98,33 +98,30 @@ class HierarchyService:
                 self._opened = True
         return self._store
 
-    async def _checked_store(self) -> HierarchyStore:
-        """The store, once its trees are known to have the configured depth.
+    async def _checked_store(self, scope: str) -> HierarchyStore:
+        """The store, once ``scope``'s tree is known to have the configured depth.
 
         Raises:
-            ConfigError: a scope's chunks sit at another level (``hierarchy.depth`` changed
-                on a filled store): names the scopes, the depth to go back to, and the rebuild.
+            ConfigError: the scope's chunks sit at another level (``hierarchy.depth`` changed
+                on a filled store): names the depth to go back to, and the rebuild.
         """
         store = await self.store()
-        if self._depth_checked:
+        if scope in self._depth_checked:
             return store
         port = tree_port_for(store)
-        levels = await port.leaf_levels() if port is not None else {}
+        found = sorted(await port.leaf_levels(scope)) if port is not None else []
         depth = self.settings.depth
-        wrong = {scope: sorted(found) for scope, found in levels.items() if found != {depth}}
-        if wrong:
-            scope, found = sorted(wrong.items())[0]
-            others = f" and {len(wrong) - 1} more scope(s)" if len(wrong) > 1 else ""
+        if found and found != [depth]:
             built = ", ".join(map(str, found))
             raise ConfigError(
-                f"hierarchy.depth is {depth}, but the knowledge tree of scope {scope!r}{others} "
-                f"was built with depth {built} (its chunks sit at level {built})",
+                f"hierarchy.depth is {depth}, but the knowledge tree of scope {scope!r} was "
+                f"built with depth {built} (its chunks sit at level {built})",
                 hint=f"set hierarchy.depth = {found[-1]} again (memoir.toml or "
                 f"MEMOIR_HIERARCHY__DEPTH), or rebuild the tree at depth {depth}: "
                 f"`memoir categories --recluster --scope '{scope}'`",
-                details={"depth": depth, "scopes": wrong},
+                details={"depth": depth, "levels": found},
             )
-        self._depth_checked = True
+        self._depth_checked.add(scope)
         return store
 
     async def close(self) -> None:
@@ -204,17 +201,18 @@ class HierarchyService:
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
         check_ingest_size(len(text.encode("utf-8")), self.settings.max_ingest_bytes)
         settings = self.settings
-        chunking = chunk_text(
+        chunking = chunk_by_sentences(
             text,
+            count=self.ctx.tokens.count,
             min_chars=settings.min_chunk_chars,
             max_chars=settings.max_chunk_chars,
             delimiters=settings.chunk_delimiters,
         )
         for warning in chunking.warnings:
             log.warning("chunking", detail=warning)
-        store = await self._checked_store()
+        store = await self._checked_store(scope)
         texts = [c.text for c in chunking.chunks]
-        counts = self.ctx.tokens.count_many(texts)
+        counts = [c.tokens for c in chunking.chunks]
         hashes = [content_hash(t) for t in texts]
         uids = [stable_id("hierarchy", scope, h) for h in hashes]
         existing: dict[str, tuple[int, int]] = {}
@@ -414,7 +412,7 @@ class HierarchyService:
             StorageError: the database failed.
         """
         scope = validate_scope(scope)
-        store = await self._checked_store()
+        store = await self._checked_store(scope)
         agents = self.agents(model)
         budget = self.settings.max_token_budget if max_token_budget is None else max_token_budget
         if summarize is None:
@@ -502,7 +500,7 @@ class HierarchyService:
             )
         await tree.recluster(scope)
         self._centroids.pop(scope, None)
-        self._depth_checked = False  # this scope may have been the one at another depth
+        self._depth_checked.discard(scope)
         return await self.categories(scope=scope)
 
     async def runs(

@@ -4,8 +4,9 @@
 A small port beside :class:`~memory_core.hierarchy.store.HierarchyStore`: read every chunk of a
 scope with its vector (:meth:`CategoryTreePort.snapshot`), and apply a planned tree in one
 transaction (:meth:`CategoryTreePort.apply`: create or reuse the planned categories, relink the
-chunks that move, delete the categories left empty). SQLite implements it
-(:mod:`memory_core.storage.sqlite.hierarchy_tree`), and so do PostgreSQL and MySQL;
+chunks that move, delete the categories left empty). Every store with the ports has it
+(:mod:`memory_core.hierarchy.port_tree`, no SQL), and so do the transitional PostgreSQL and
+MySQL hierarchy stores;
 :func:`tree_port_for` returns None for a store without it (a test double), and the offline
 classifier then falls back to matching category names.
 """
@@ -75,9 +76,9 @@ class CategoryTreePort(Protocol):
         """Every hierarchy chunk of ``scope`` that has a vector, ordered by item id."""
         ...
 
-    async def leaf_levels(self) -> dict[str, set[int]]:
-        """For every scope of the store, the levels of the categories that hold chunks (one
-        level, the depth the tree was built with, unless ``hierarchy.depth`` changed)."""
+    async def leaf_levels(self, scope: str) -> set[int]:
+        """The levels of the scope's categories that hold chunks (one level, the depth the
+        tree was built with, unless ``hierarchy.depth`` changed since)."""
         ...
 
     async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
@@ -116,11 +117,14 @@ def snapshot_from_rows(rows: Sequence[Sequence[Any]]) -> TreeSnapshot:
 
 def tree_port_for(store: Any) -> CategoryTreePort | None:
     """The tree port of a hierarchy store (by backend), or None for a store without one."""
-    backend = getattr(store, "backend", None)
-    if backend == "sqlite":
-        from memory_core.storage.sqlite.hierarchy_tree import SqliteCategoryTree
+    from memory_core.hierarchy.port_store import PortHierarchyStore
 
-        return SqliteCategoryTree(store.store, depth=store.depth)
+    if isinstance(store, PortHierarchyStore):
+        from memory_core.hierarchy.port_tree import PortCategoryTree
+
+        return PortCategoryTree(store.store)
+    # TRANSITIONAL, as the hierarchy stores they wrap: PostgreSQL / MySQL's own tables.
+    backend = getattr(store, "backend", None)
     if backend == "postgresql":
         from memory_core.storage.postgres.hierarchy_tree import PostgresCategoryTree
 

@@ -19,6 +19,7 @@ WRITER = textwrap.dedent(
     from memory_core.config import load_settings
     from memory_core.embed import create_embedder
     from memory_core.models import NewItem, stable_id
+    from memory_core.scope import Scope
     from memory_core.service import Memoir
     from server.logging_setup import configure_logging
 
@@ -30,9 +31,10 @@ WRITER = textwrap.dedent(
                                    embedder=create_embedder("hash:32"))
         async def write(i):
             text = f"worker {worker} item {i}"
-            item = NewItem(uid=stable_id(worker, i), kind="chunk", text=text, token_count=4, scope="s")
+            item = NewItem(uid=stable_id(worker, i), kind="chunk", text=text, token_count=4,
+                           scope=Scope.of("s"))
             vectors = await memoir.embedder.embed_documents([text])
-            await memoir.store.add_items([item], vectors)
+            await memoir.store.write(lambda tx: tx.items.add([item], vectors))
         async with anyio.create_task_group() as tg:   # the writes of one process run concurrently
             for i in range(count):
                 tg.start_soon(write, i)
@@ -48,6 +50,7 @@ BATCH_WRITER = textwrap.dedent(
     from memory_core.config import load_settings
     from memory_core.embed import create_embedder
     from memory_core.models import NewItem, stable_id
+    from memory_core.scope import Scope
     from memory_core.service import Memoir
     from server.logging_setup import configure_logging
 
@@ -61,8 +64,10 @@ BATCH_WRITER = textwrap.dedent(
         while True:   # killed from outside, somewhere in the middle of a write
             texts = [f"batch {batch} item {i} " + "x" * 200 for i in range(100)]
             items = [NewItem(uid=stable_id(batch, i), kind="chunk", text=t, token_count=50,
-                             scope="s", metadata={"batch": batch}) for i, t in enumerate(texts)]
-            await memoir.store.add_items(items, await memoir.embedder.embed_documents(texts))
+                             scope=Scope.of("s"), metadata={"batch": batch})
+                     for i, t in enumerate(texts)]
+            vectors = await memoir.embedder.embed_documents(texts)
+            await memoir.store.write(lambda tx: tx.items.add(items, vectors))
             print(f"committed {batch}", flush=True)
             batch += 1
 

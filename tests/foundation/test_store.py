@@ -23,9 +23,10 @@ from memory_core.errors import (
     SchemaError,
 )
 from memory_core.models import NewItem, content_hash, stable_id
-from memory_core.retrieval.fts import build_match
+from memory_core.retrieval.rewrite import rewrite_query
+from memory_core.scope import Scope
 from memory_core.service import Memoir
-from memory_core.storage.sqlite import items as item_sql
+from memory_core.storage.ports import LexicalQuery
 from memory_core.storage.sqlite.health import index_consistency
 
 pytestmark = pytest.mark.anyio
@@ -39,7 +40,7 @@ def new_item(
         kind=kind,
         text=text,
         token_count=len(text.split()),
-        scope=scope,
+        scope=Scope.of(scope),
         content_hash=content_hash(text),
     )
 
@@ -47,7 +48,14 @@ def new_item(
 async def add(memoir: Memoir, *texts: str, **kwargs: Any) -> list[int]:
     items = [new_item(t, **kwargs) for t in texts]
     vectors = await memoir.embedder.embed_documents([i.text for i in items])
-    return await memoir.store.add_items(items, vectors)
+    return await memoir.store.write(lambda tx: tx.items.add(items, vectors))
+
+
+async def lexical(memoir: Memoir, word: str, scope: str, kinds: tuple[str, ...] = ()) -> list[Any]:
+    query = LexicalQuery((word,), "OR")
+    return await memoir.store.read(
+        lambda tx: tx.lexical.search(query, Scope.of(scope), kinds=kinds)
+    )  # type: ignore[arg-type]
 
 
 async def test_new_store_file_is_private_and_in_wal_mode(memoir: Memoir, db_path: Path) -> None:
@@ -62,14 +70,14 @@ async def test_item_fts_and_vector_rows_are_written_and_deleted_together(memoir:
     db = memoir.store.db
     assert await db.read(index_consistency) == {k: 0 for k in await db.read(index_consistency)}
     assert (await memoir.stats())["vectors"] == 2
-    hits = await memoir.store.lexical_search(build_match("backoff") or "", scope="s")
+    hits = await lexical(memoir, "backoff", "s")
     assert [h.item_id for h in hits] == [ids[0]]
 
-    assert await memoir.store.delete_items([ids[0]]) == 1
-    assert await memoir.store.lexical_search(build_match("backoff") or "", scope="s") == []
+    assert await memoir.store.write(lambda tx: tx.items.delete([ids[0]])) == 1
+    assert await lexical(memoir, "backoff", "s") == []
     query = await memoir.embedder.embed_query("retry the request with exponential backoff")
-    near = await memoir.store.vector_search(query, scope="s", k=5)
-    assert ids[0] not in [h.item_id for h in near]
+    near = await memoir.store.vector_search(query, Scope.of("s"), k=5)
+    assert ids[0] not in [h.item_id for h in near.hits]
     assert all(v == 0 for v in (await db.read(index_consistency)).values())
 
 
@@ -84,14 +92,12 @@ async def test_scope_and_kind_filter_inside_both_search_arms(memoir: Memoir) -> 
     await add(memoir, "deploy with blue green", scope="a", kind="chunk")
     await add(memoir, "deploy with canary", scope="b", kind="chunk")
     await add(memoir, "deploy checklist memory", scope="a", kind="memory")
-    lexical = await memoir.store.lexical_search(
-        build_match("deploy") or "", scope="a", kinds=["chunk"]
-    )
-    found = await memoir.store.get_items([h.item_id for h in lexical])
+    hits = await lexical(memoir, "deploy", "a", ("chunk",))
+    found = await memoir.store.read(lambda tx: tx.items.get([h.item_id for h in hits]))
     assert [i.text for i in found.values()] == ["deploy with blue green"]
     query = await memoir.embedder.embed_query("deploy")
-    vector = await memoir.store.vector_search(query, scope="b", kinds=["chunk"], k=10)
-    found = await memoir.store.get_items([h.item_id for h in vector])
+    vector = await memoir.store.vector_search(query, Scope.of("b"), kinds=["chunk"], k=10)
+    found = await memoir.store.read(lambda tx: tx.items.get([h.item_id for h in vector.hits]))
     assert [i.text for i in found.values()] == ["deploy with canary"]
 
 
@@ -99,7 +105,9 @@ async def test_vector_of_the_wrong_dimension_is_refused_and_nothing_is_written(
     memoir: Memoir,
 ) -> None:
     with pytest.raises(EmbeddingError, match="dimensions"):
-        await memoir.store.add_items([new_item("x")], np.zeros((1, 7), dtype=np.float32))
+        await memoir.store.write(
+            lambda tx: tx.items.add([new_item("x")], np.zeros((1, 7), dtype=np.float32))
+        )
     assert (await memoir.stats())["counts"]["item"] == 0
 
 
@@ -109,8 +117,8 @@ async def test_vector_of_the_wrong_dimension_is_refused_and_nothing_is_written(
 @given(text=st.text(min_size=1, max_size=400))
 async def test_any_text_round_trips_byte_for_byte(memoir: Memoir, text: str) -> None:
     item = new_item(text, uid=stable_id("roundtrip", text))
-    [item_id] = await memoir.store.add_items([item])
-    stored = (await memoir.store.get_items([item_id]))[item_id]
+    [item_id] = await memoir.store.write(lambda tx: tx.items.add([item]))
+    stored = (await memoir.store.read(lambda tx: tx.items.get([item_id])))[item_id]
     assert stored.text.encode("utf-8", "surrogatepass") == text.encode("utf-8", "surrogatepass")
     assert stored.content_hash == content_hash(text)
 
@@ -120,12 +128,14 @@ async def test_any_text_round_trips_byte_for_byte(memoir: Memoir, text: str) -> 
 )
 @given(query=st.text(max_size=200))
 async def test_any_text_is_a_safe_fts_query(memoir: Memoir, query: str) -> None:
+    terms = rewrite_query(query).terms
+    if not terms:
+        assert not any(ch.isalnum() for ch in query)
+        return
     for operator in ("AND", "OR"):
-        match = build_match(query, operator=operator)
-        if match is None:
-            assert not any(ch.isalnum() for ch in query)
-            continue
-        await memoir.store.lexical_search(match, scope="s")  # must not raise
+        lexical_query = LexicalQuery(terms, operator)  # type: ignore[arg-type]
+        # must not raise
+        await memoir.store.read(lambda tx, q=lexical_query: tx.lexical.search(q, Scope.of("s")))  # type: ignore[misc]
 
 
 async def test_opening_twice_applies_each_migration_once(db_path: Path, settings: Settings) -> None:
@@ -196,10 +206,10 @@ async def test_corrupt_file_is_reported_with_recovery_steps(
 
 async def test_item_deletion_never_leaves_index_rows(memoir: Memoir) -> None:
     ids = await add(memoir, *[f"text number {i}" for i in range(20)])
-    await memoir.store.delete_items(ids[::2])
+    await memoir.store.write(lambda tx: tx.items.delete(ids[::2]))
     gaps = await memoir.store.db.read(index_consistency)
     assert all(v == 0 for v in gaps.values())
-    assert await memoir.store.db.read(item_sql.count_items) == 10
+    assert await memoir.store.read(lambda tx: tx.items.count(None)) == 10
 
 
 async def test_a_file_standing_where_the_folder_should_be_is_a_clear_error(

@@ -10,8 +10,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from memory_core.errors import NotFoundError
+from memory_core.hierarchy.port_store import CHUNK_KIND
 from memory_core.service import Memoir, MemoirSync
-from memory_core.storage.sqlite.hierarchy import CHUNK_KIND
 
 from .conftest import Script, answer_all, first_option_or, make_settings, open_memoir, pick_first
 
@@ -355,11 +355,17 @@ async def test_citations_name_chunk_ids_and_paths(memoir: Memoir) -> None:
 
 async def test_chunks_are_found_by_the_shared_hybrid_indexes(memoir: Memoir) -> None:
     result = await memoir.ingest_text("Quokkas live on Rottnest Island.", scope="s")
-    hits = await memoir.store.lexical_search('"quokkas"', scope="s", kinds=[CHUNK_KIND])
+    from memory_core.scope import Scope
+    from memory_core.storage.ports import LexicalQuery
+
+    scope = Scope.of("s")
+    hits = await memoir.store.read(
+        lambda tx: tx.lexical.search(LexicalQuery(("quokkas",)), scope, kinds=[CHUNK_KIND])
+    )
     assert [h.item_id for h in hits] == [result.chunks[0].item_id]
     vector = await memoir.embedder.embed_query("Quokkas live on Rottnest Island.")
-    near = await memoir.store.vector_search(vector, scope="s", kinds=[CHUNK_KIND], k=1)
-    assert near[0].item_id == result.chunks[0].item_id
+    near = await memoir.store.vector_search(vector, scope, kinds=[CHUNK_KIND], k=1)
+    assert near.hits[0].item_id == result.chunks[0].item_id
 
 
 def test_the_sync_api_ingests_and_queries(tmp_path: Path) -> None:

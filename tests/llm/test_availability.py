@@ -49,4 +49,4 @@ def test_every_extra_named_in_a_hint_exists_and_installs_the_providers_sdk() -> 
         "optional-dependencies"
     ]
     for name in MEMOIR_EXTRAS:
-        assert extras[name] == [f"pydantic-ai-slim[{name}]>=2.62"], name
+        assert extras[name] == [f"pydantic-ai-slim[{name}]>=2.62,<3"], name

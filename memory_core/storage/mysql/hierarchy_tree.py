@@ -40,17 +40,14 @@ class MysqlCategoryTree:
 
         return await self.store.connection.run(read)
 
-    async def leaf_levels(self) -> dict[str, set[int]]:
-        def read(cursor: Any) -> dict[str, set[int]]:
+    async def leaf_levels(self, scope: str) -> set[int]:
+        def read(cursor: Any) -> set[int]:
             cursor.execute(
-                "SELECT c.scope, c.level FROM memoir_category AS c WHERE EXISTS "
-                "(SELECT 1 FROM memoir_chunk AS k WHERE k.category_id = c.category_id) "
-                "GROUP BY c.scope, c.level"
+                "SELECT DISTINCT c.level FROM memoir_category AS c WHERE c.scope = %s AND "
+                "EXISTS (SELECT 1 FROM memoir_chunk AS k WHERE k.category_id = c.category_id)",
+                (scope,),
             )
-            levels: dict[str, set[int]] = {}
-            for scope, level in cursor.fetchall():
-                levels.setdefault(scope, set()).add(int(level))
-            return levels
+            return {int(level) for (level,) in cursor.fetchall()}
 
         return await self.store.connection.run(read)
 

@@ -45,17 +45,14 @@ class PostgresCategoryTree:
 
         return await self.store.connection.run(read)
 
-    async def leaf_levels(self) -> dict[str, set[int]]:
-        async def read(conn: Conn) -> dict[str, set[int]]:
+    async def leaf_levels(self, scope: str) -> set[int]:
+        async def read(conn: Conn) -> set[int]:
             cur = await conn.execute(
-                "SELECT c.scope, c.level FROM memoir_category AS c WHERE EXISTS "
-                "(SELECT 1 FROM memoir_chunk AS k WHERE k.category_id = c.category_id) "
-                "GROUP BY c.scope, c.level"
+                "SELECT DISTINCT c.level FROM memoir_category AS c WHERE c.scope = %s AND "
+                "EXISTS (SELECT 1 FROM memoir_chunk AS k WHERE k.category_id = c.category_id)",
+                (scope,),
             )
-            levels: dict[str, set[int]] = {}
-            for scope, level in await cur.fetchall():
-                levels.setdefault(scope, set()).add(int(level))
-            return levels
+            return {int(level) for (level,) in await cur.fetchall()}
 
         return await self.store.connection.run(read)
 

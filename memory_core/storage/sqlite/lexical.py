@@ -1,0 +1,109 @@
+"""The lexical index on SQLite: FTS5 ``item_fts`` ranked by bm25.
+
+FTS5 ranks on its own (one pass over the posting lists, no row lookups), then the ranked rows
+are checked against scope, kinds and filter in batches until ``limit`` pass. Joining ``item``
+into the MATCH statement instead lets SQLite scan ``item`` and probe FTS per row, which costs
+seconds at 10k items. The first page is an over-fetch with a LIMIT (FTS5 keeps only the top
+rows); later pages grow fourfold, so a selective filter never starves the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core.filters import Filter
+from memory_core.kinds import ItemKind
+from memory_core.models import ScoredId
+from memory_core.scope import Scope
+from memory_core.storage.ports import LexicalQuery
+from memory_core.storage.sqlite.filter_sql import CompiledFilter, compile_filter, register_functions
+from memory_core.storage.sqlite.fts import match_expression, quote_term
+from memory_core.storage.sqlite.items import scope_kind_where
+
+__all__ = ["SqliteLexical"]
+
+_OVERFETCH = 4
+_MAX_PAGE = 8192
+
+
+class SqliteLexical:
+    """:class:`~memory_core.storage.ports.LexicalIndex` on one SQLite connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def _keep(
+        self,
+        ids: list[int],
+        scope: Scope | None,
+        kinds: Sequence[str],
+        compiled: CompiledFilter | None,
+    ) -> set[int]:
+        where, params = scope_kind_where(scope, kinds)
+        join = ""
+        if compiled is not None:
+            join = "LEFT JOIN resource ON resource.resource_id = item.resource_id "
+            where += f" AND ({compiled.sql})"
+            params.extend(compiled.params)
+        keep: set[int] = set()
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            keep.update(
+                int(r[0])
+                for r in self._conn.execute(
+                    f"SELECT item.item_id FROM item {join}"
+                    f"WHERE item.item_id IN ({marks}) AND {where}",
+                    [*batch, *params],
+                )
+            )
+        return keep
+
+    def search(
+        self,
+        query: LexicalQuery,
+        scope: Scope | None,
+        *,
+        kinds: Sequence[ItemKind] = (),
+        where: Filter | None = None,
+        limit: int = 50,
+    ) -> list[ScoredId]:
+        match = match_expression(query.terms, query.operator)
+        if match is None or limit <= 0:
+            return []
+        compiled = compile_filter(where) if where is not None else None
+        if compiled is not None and compiled.needs_glob:
+            register_functions(self._conn)
+        hits: list[ScoredId] = []
+        offset = 0
+        page = max(limit * _OVERFETCH, 64)
+        while len(hits) < limit:
+            rows = self._conn.execute(
+                "SELECT rowid, rank FROM item_fts WHERE item_fts MATCH ? "
+                "ORDER BY rank, rowid LIMIT ? OFFSET ?",
+                (match, page, offset),
+            ).fetchall()
+            if not rows:
+                break
+            keep = self._keep([int(r[0]) for r in rows], scope, kinds, compiled)
+            # bm25 is negative, more negative is better: the port's scores are higher-better.
+            hits.extend(ScoredId(int(r[0]), -float(r[1])) for r in rows if int(r[0]) in keep)
+            if len(rows) < page:
+                break
+            offset += page
+            page = min(page * 4, _MAX_PAGE)
+        return hits[:limit]
+
+    def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
+        # Counting walks a term's doclist without ranking or reading rows: well under a
+        # millisecond for a term in 10,000 rows.
+        return {
+            term: int(
+                self._conn.execute(
+                    "SELECT count(*) FROM item_fts WHERE item_fts MATCH ?", (quote_term(term),)
+                ).fetchone()[0]
+            )
+            for term in dict.fromkeys(terms)
+            if term.strip()
+        }
