@@ -243,9 +243,7 @@ async def main(per_site: int, batch: bool, show_tree: bool) -> None:
     print(f"\n  {'figure':<32} {'names (old)':>12} {'clusters':>12} {'ratio':>8}")
     for label, key, fmt in rows:
         ratio = new[key] / base[key] if base[key] else float("nan")
-        print(
-            f"  {label:<32} {fmt.format(base[key]):>12} {fmt.format(new[key]):>12} {ratio:>8.2f}"
-        )
+        print(f"  {label:<32} {fmt.format(base[key]):>12} {fmt.format(new[key]):>12} {ratio:>8.2f}")
     if show_tree:
         for classifier in CLASSIFIERS:
             print(f"\n  tree ({classifier}):")

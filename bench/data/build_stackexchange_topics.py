@@ -111,7 +111,9 @@ def main() -> None:
     parser.add_argument("--per-site", type=int, default=40)
     args = parser.parse_args()
     for site, (repo, commit, path) in SITES.items():
-        records = site_records(site, read_posts(args.mirror_root, repo, commit, path), args.per_site)
+        records = site_records(
+            site, read_posts(args.mirror_root, repo, commit, path), args.per_site
+        )
         if len(records) < args.per_site:
             sys.exit(f"{site}: only {len(records)} usable questions")
         for record in records:

@@ -269,7 +269,7 @@ async def test_changing_the_depth_of_a_filled_store_is_refused_until_rebuilt(
             deeper.ingest_text("Herons fish at dawn.", scope="birds"),
             deeper.query("what do owls hunt?", scope="birds"),
         ):
-            with pytest.raises(ConfigError, match="hierarchy.depth is 4") as refused:
+            with pytest.raises(ConfigError, match=r"hierarchy\.depth is 4") as refused:
                 await attempt
             assert "'birds'" in refused.value.message and "depth 3" in refused.value.message
             assert "hierarchy.depth = 3" in (refused.value.hint or "")
