@@ -108,14 +108,13 @@ def spherical_kmeans(
         labels = np.zeros(n, dtype=np.int64)
         for _ in range(iterations):
             labels = np.argmax(vectors @ centroids.T, axis=1)
-            moved = centroids.copy()
-            for j in range(k):
-                members = vectors[labels == j]
-                if len(members):
-                    moved[j] = members.sum(axis=0)
-                else:  # an empty cluster takes the point farthest from its centroid
-                    fit = np.einsum("ij,ij->i", vectors, centroids[labels])
-                    moved[j] = vectors[int(np.argmin(fit))]
+            membership = np.zeros((n, k), dtype=vectors.dtype)
+            membership[np.arange(n), labels] = 1.0
+            moved = membership.T @ vectors  # each cluster's sum, in one product
+            sizes = membership.sum(axis=0)
+            for j in np.flatnonzero(sizes == 0):  # an empty cluster takes the worst-fitting point
+                fit = np.einsum("ij,ij->i", vectors, centroids[labels])
+                moved[j] = vectors[int(np.argmin(fit))]
             moved = normalise_rows(moved)
             if np.allclose(moved, centroids, atol=1e-6):
                 centroids = moved
@@ -135,9 +134,11 @@ def silhouette(vectors: np.ndarray, labels: np.ndarray) -> float:
     if len(clusters) < 2:
         return 0.0
     distances = 1.0 - vectors @ vectors.T
-    sums = np.stack([distances[:, labels == c].sum(axis=1) for c in clusters], axis=1)
-    sizes = np.array([(labels == c).sum() for c in clusters], dtype=np.float64)
     own = np.searchsorted(clusters, labels)
+    membership = np.zeros((len(labels), len(clusters)), dtype=distances.dtype)
+    membership[np.arange(len(labels)), own] = 1.0
+    sums = (distances @ membership).astype(np.float64)  # distance sums to each cluster
+    sizes = membership.sum(axis=0).astype(np.float64)
     rows = np.arange(len(labels))
     own_size = sizes[own]
     inside = np.where(own_size > 1, sums[rows, own] / np.maximum(own_size - 1, 1), 0.0)

@@ -25,8 +25,9 @@ import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from memory_core.hierarchy.clustering import TreeShape
+from memory_core.hierarchy.clustering import TreeNode, TreeShape
 from memory_core.llm.keyphrases import STOPWORDS, stem
 
 __all__ = ["GENERIC_WORDS", "Vocabulary", "name_path", "name_tree"]
@@ -77,6 +78,7 @@ _GENERIC_TEXT = """
     sources suggestion suggestions video videos week weeks difference differences
 """
 GENERIC_WORDS = frozenset(_GENERIC_TEXT.split())
+_REWEIGHED = 60  # terms a parent's name is chosen among
 _PHRASE_SHARE = 0.5  # a phrase replaces its word when at least this distinctive
 
 
@@ -95,8 +97,9 @@ class _Chunk:
     counts: Counter[str] = field(default_factory=Counter)
 
     @property
-    def terms(self) -> set[str]:
-        return set(self.counts)
+    def terms(self) -> Any:
+        """The terms (a live view of the counts' keys: no copy)."""
+        return self.counts.keys()
 
 
 @dataclass
@@ -231,15 +234,19 @@ def _favour_shared(
     vocabulary: Vocabulary, scored: list[tuple[float, str]], children: Sequence[Sequence[int]]
 ) -> list[tuple[float, str]]:
     """Scores weighed by the share of children that use the term (in a tenth of their chunks):
-    a group of beer and coffee answers is better named "Brewing" than "Beer"."""
-    reweighed = []
-    for score, term in scored:
-        using = sum(
-            1
-            for members in children
-            if sum(term in vocabulary.chunks[i].terms for i in members) >= 0.1 * len(members)
-        )
-        reweighed.append((score * (0.5 + 0.5 * using / len(children)), term))
+    a group of beer and coffee answers is better named "Brewing" than "Beer". Only the best
+    terms are weighed (a name is one of them)."""
+    using: Counter[str] = Counter()
+    top = {term for _, term in scored[:_REWEIGHED]}
+    for members in children:
+        inside: Counter[str] = Counter()
+        for index in members:
+            inside.update(t for t in vocabulary.chunks[index].counts if t in top)
+        using.update(t for t, n in inside.items() if n >= 0.1 * len(members))
+    reweighed = [
+        (score * (0.5 + 0.5 * using[term] / len(children)), term)
+        for score, term in scored[:_REWEIGHED]
+    ]
     reweighed.sort(key=lambda st: (-st[0], st[1]))
     return reweighed
 
@@ -271,10 +278,29 @@ def _compose(
     return None
 
 
-def name_tree(shape: TreeShape, texts: Sequence[str]) -> list[str]:
+def _sampled(shape: TreeShape, per_leaf: int) -> tuple[TreeShape, list[int]]:
+    """The shape over at most ``per_leaf`` chunks of each leaf (evenly spread, deterministic),
+    and which chunks those are: names are read from a bounded number of texts."""
+    chosen: set[int] = set()
+    for leaf in set(shape.leaf_of):
+        members = shape.nodes[leaf].members
+        step = max(1, len(members) // per_leaf)
+        chosen.update(members[::step][:per_leaf])
+    kept = sorted(chosen)
+    position = {chunk: i for i, chunk in enumerate(kept)}
+    nodes = tuple(
+        TreeNode(n.level, n.parent, tuple(position[m] for m in n.members if m in position))
+        for n in shape.nodes
+    )
+    return TreeShape(nodes, tuple(shape.leaf_of[c] for c in kept)), kept
+
+
+def name_tree(shape: TreeShape, texts: Sequence[str], *, per_leaf: int = 40) -> list[str]:
     """A name for every node of ``shape`` (``texts[i]`` is chunk i): distinct among siblings,
-    never repeating an ancestor's words."""
-    vocabulary = Vocabulary.of(texts)
+    never repeating an ancestor's words. Read from at most ``per_leaf`` texts of each leaf, so
+    naming a large store stays bounded."""
+    shape, kept = _sampled(shape, per_leaf)
+    vocabulary = Vocabulary.of([texts[i] for i in kept])
     names: list[str] = [""] * len(shape.nodes)
     by_parent: dict[int | None, list[int]] = {}
     for index, node in enumerate(shape.nodes):
