@@ -50,3 +50,20 @@ def test_every_extra_named_in_a_hint_exists_and_installs_the_providers_sdk() -> 
     ]
     for name in MEMOIR_EXTRAS:
         assert extras[name] == [f"pydantic-ai-slim[{name}]>=2.62,<3"], name
+
+
+@pytest.mark.anyio
+async def test_doctor_reports_an_unusable_configured_model_with_the_fix(tmp_path: Path) -> None:
+    from memory_core.config import load_settings
+    from memory_core.embed import create_embedder
+    from memory_core.service import diagnose
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    broken = load_settings({"llm": {"model": "nosuchprovider:model-x"}}, cwd=tmp_path, environ={})
+    report = await diagnose(url, broken, embedder=create_embedder("hash:384"))
+    [finding] = [f for f in report.findings if f.check == "llm"]
+    assert finding.status == "error" and "nosuchprovider:model-x" in finding.message
+    assert finding.fix and not report.ok
+    fine = load_settings({}, cwd=tmp_path, environ={})
+    report = await diagnose(url, fine, embedder=create_embedder("hash:384"))
+    assert [f.status for f in report.findings if f.check == "llm"] == ["ok"]
