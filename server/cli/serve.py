@@ -110,6 +110,7 @@ def register(cli: click.Group) -> None:
         from server.mcp_app.app import build_server
         from server.mcp_app.runtime import MemoirRuntime
         from server.mcp_app.scoping import ScopeDefaults, git_root_of
+        from server.mcp_app.transports import ensure_port_free
         from server.mcp_app.transports import serve as run_server
 
         settings = _with_server_settings(
@@ -142,6 +143,11 @@ def register(cli: click.Group) -> None:
             # Last resort for clients that send no roots (the Inspector, curl, older clients).
             cwd_root=git_root_of(Path.cwd()),
         )
+        if cfg.transport != "stdio":
+            try:
+                ensure_port_free(cfg.host, cfg.port)
+            except MemoirError as error:
+                fail(error, as_json=False)
         runtime = MemoirRuntime(settings, state.db, scope_defaults=defaults)
         app = build_server(runtime, version=_version())
         if print_config:
