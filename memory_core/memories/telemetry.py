@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from memory_core.filters import Compare, Not
+from memory_core.filters import Compare
 from memory_core.kinds import MEMORY
 from memory_core.memories.backfill import p95
 from memory_core.memories.controls import load_state
@@ -130,7 +130,3 @@ def space_stats(
         daily=[{"day": day, **dict(counts)} for day, counts in sorted(daily.items())],
         alerts=alerts,
     )
-
-
-def current_only() -> Any:
-    return Not(Compare("item.valid_to", ">", ""))

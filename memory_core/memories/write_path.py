@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,6 +41,7 @@ __all__ = [
     "WriteOutcome",
     "check_request",
     "prepare",
+    "rare_terms",
     "read_gate",
     "write",
 ]
@@ -194,8 +194,19 @@ class WriteOutcome:
     superseded_by_uid: str | None = None
 
 
+def rare_terms(tx: Tx, terms: tuple[str, ...], *, keep: int = 4) -> tuple[str, ...]:
+    """The ``keep`` rarest of ``terms`` that occur at all (the lexical index's cost model).
+
+    Two memories about one subject share its distinctive words; the common ones cost the
+    most to rank (an OR over a word in half the space scores half the space) and tell least.
+    """
+    rows = tx.lexical.term_rows(terms)
+    present = sorted((n, t) for t, n in rows.items() if n > 0)
+    return tuple(t for _, t in present[:keep])
+
+
 def _conflict_candidates(tx: Tx, scope: Scope, text: str) -> list[tuple[int, str, str]]:
-    terms = rewrite_query(text).terms
+    terms = rare_terms(tx, rewrite_query(text).terms)
     if not terms:
         return []
     # Unfiltered, then current entries only: superseded ones are few, and a filtered lexical
@@ -365,7 +376,3 @@ def prepare_digest(text: str) -> tuple[str, str, int]:
     """The normalised text, its digest and its SimHash."""
     normalised = normalise(text)
     return normalised, text_digest(normalised), simhash64(normalised)
-
-
-def sources_of(values: Sequence[str] | None) -> tuple[str, ...]:
-    return tuple(values or ())
