@@ -260,7 +260,9 @@ async def bench_backfill(folder: Path, words: list[str], rng: random.Random, cou
         print(f"local embedder unavailable ({exc}); backfill with hash:384")
         embedder = create_embedder("hash:384")
         name = embedder.embedder_id
-    settings = load_settings({"memories": {"embed_on_write": False}}, cwd=folder, environ={})
+    settings = load_settings(
+        {"memories": {"embed_on_write": False, "soft_cap": 100_000}}, cwd=folder, environ={}
+    )
     memoir = await Memoir.open(
         f"sqlite:///{folder / 'backfill.db'}", settings=settings, embedder=embedder
     )
