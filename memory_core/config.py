@@ -28,6 +28,7 @@ __all__ = [
     "HierarchySettings",
     "LLMSettings",
     "LoggingSettings",
+    "MemorySettings",
     "RulesSettings",
     "SearchSettings",
     "ServerSettings",
@@ -166,6 +167,53 @@ class LLMSettings(_Section):
     deterministic: bool = True
 
 
+class MemorySettings(_Section):
+    """The agent's own memories (seeds/001, Theoria): write path, ranking, cap, privacy."""
+
+    default_user: str = Field("default", min_length=1, max_length=200)
+    soft_cap: int = Field(200, ge=1, description="Entries kept per user/space before trimming.")
+    tau_days: float = Field(7.0, gt=0, description="Recency decay: exp(-age / tau).")
+    alpha: float = Field(1.0, ge=0, description="Weight of relevance in the tri-score.")
+    beta: float = Field(1.0, ge=0, description="Weight of recency in the tri-score.")
+    gamma: float = Field(1.0, ge=0, description="Weight of importance in the tri-score.")
+    rrf_k: int = Field(60, ge=1)
+    score_normalisation: Literal["minmax", "none"] = Field(
+        "minmax",
+        description="Scale relevance, recency and importance to [0, 1] over the candidates "
+        "before weighting (as Generative Agents do); 'none' weights the raw values.",
+    )
+    mmr_lambda: float = Field(0.7, ge=0, le=1, description="1: relevance only, 0: diversity.")
+    top_n: int = Field(12, ge=1, le=50, description="Entries a recall returns (spec: 8-16).")
+    candidates: int = Field(50, ge=1, le=1000, description="Candidates per retrieval arm.")
+    budget_tokens: int = Field(600, ge=1, description="Token budget of a recall's context.")
+    summary_tokens: int = Field(
+        60, ge=8, description="Entries longer than this are shown by their summary."
+    )
+    dedupe_distance: int = Field(3, ge=0, le=3, description="SimHash Hamming distance.")
+    repeat_boost: float = Field(0.05, ge=0, le=1, description="Importance added per repeat.")
+    repeat_boost_cap: float = Field(0.3, ge=0, le=1)
+    base_importance: float = Field(0.3, ge=0, le=1)
+    scores_stale_hours: float = Field(24.0, gt=0)
+    tombstone_hours: float = Field(24.0, ge=0)
+    retention_days: float = Field(180.0, ge=0, description="0 keeps entries forever.")
+    importance_model: str = Field(
+        "offline", description="'offline' (local classifier) or a pydantic-ai provider:model."
+    )
+    conflict_detection: bool = True
+    embed_on_write: bool = Field(
+        True, description="Run the backfill for a new entry right after it is written."
+    )
+    backfill_batch: int = Field(32, ge=1, le=4096)
+    backfill_retries: int = Field(3, ge=0, le=10)
+    backfill_backoff_s: float = Field(0.5, ge=0)
+    backlog_alert: int = Field(100, ge=0, description="Alert when more entries wait.")
+    backlog_alert_age_s: float = Field(3600.0, ge=0)
+    max_text_chars: int = Field(8000, ge=1)
+    official_server_tools: bool = Field(
+        False, description="Also serve the official memory server's nine graph tools."
+    )
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
@@ -194,6 +242,7 @@ class Settings(BaseModel):
     hierarchy: HierarchySettings = HierarchySettings()
     llm: LLMSettings = LLMSettings()
     server: ServerSettings = ServerSettings()
+    memories: MemorySettings = MemorySettings()
 
 
 _SECTIONS = {

@@ -18,6 +18,7 @@ __all__ = [
     "ITEM_KINDS",
     "LAYER_ITEM",
     "MEMORY",
+    "MEMORY_NODE",
     "RESOURCE_KINDS",
     "RULE_DOCUMENT",
     "RUN_KINDS",
@@ -34,6 +35,7 @@ ItemKind = Literal[
     "hierarchy_chunk",  # a chunk filed under a leaf category (memoirAI)
     "memory",  # an agent memory (Theoria)
     "layer_item",  # a memory item of the application memory layer (multimodal)
+    "memory_node",  # an entity of the official memory server's graph, indexed for search
 ]
 ResourceKind = Literal[
     "document",  # a file or virtual path ingested by `memoir add`
@@ -48,6 +50,7 @@ RunKind = Literal[
     "hierarchy_query",
     "hierarchy_ingest",
     "memory_recall",
+    "memory_backfill",
     "memorize",
     "retrieve",
     "evolve",
@@ -67,6 +70,10 @@ EventKind = Literal[
     "retention",
     "import",
     "tool_call",
+    "blocked",  # a remember refused by a forget tombstone
+    "used",  # recalled memories the caller says it used (hit rate)
+    "export",
+    "embed_failure",
 ]
 
 ITEM_KINDS: tuple[ItemKind, ...] = get_args(ItemKind)
@@ -79,6 +86,7 @@ DIRECTIVE: ItemKind = "directive"
 HIERARCHY_CHUNK: ItemKind = "hierarchy_chunk"
 MEMORY: ItemKind = "memory"
 LAYER_ITEM: ItemKind = "layer_item"
+MEMORY_NODE: ItemKind = "memory_node"
 DOCUMENT: ResourceKind = "document"
 RULE_DOCUMENT: ResourceKind = "rule_document"
 

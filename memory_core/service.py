@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from memory_core.embed.base import Embedder
     from memory_core.hierarchy.results import IngestResult, QueryResult
     from memory_core.hierarchy.service import HierarchyService
+    from memory_core.memories.service import MemoryService
     from memory_core.rules.service import RulesService
     from memory_core.tokens import TokenCounter
 
@@ -268,6 +269,13 @@ class Memoir:
                 )
             return await self.documents.import_(rest, scope=scope)
 
+    @functools.cached_property
+    def memories(self) -> MemoryService:
+        """The agent's own memories (remember, recall, pin, forget, incognito…)."""
+        from memory_core.memories.service import MemoryService
+
+        return MemoryService(self._ctx)
+
     # memoirAI's names for the hierarchy API (Requirement 6).
     async def ingest_text(self, text: str, **kwargs: Any) -> IngestResult:
         return await self.hierarchy.ingest_text(text, **kwargs)
@@ -371,7 +379,7 @@ class MemoirSync(Blocking[Memoir]):
     """The synchronous face of :class:`Memoir` (same methods, blocking).
 
     It runs an event loop in a background thread, so it works from scripts and notebooks.
-    ``documents``, ``rules`` and ``hierarchy`` are blocking too.
+    ``documents``, ``rules``, ``hierarchy`` and ``memories`` are blocking too.
     """
 
     def __init__(self, url: str | None = None, **kwargs: Any) -> None:
@@ -397,6 +405,10 @@ class MemoirSync(Blocking[Memoir]):
     @functools.cached_property
     def hierarchy(self) -> Blocking[HierarchyService]:
         return Blocking(self._target.hierarchy, self._portal)
+
+    @functools.cached_property
+    def memories(self) -> Blocking[MemoryService]:
+        return Blocking(self._target.memories, self._portal)
 
     def close(self) -> None:
         try:

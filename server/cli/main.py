@@ -1,6 +1,7 @@
 """``memoir``: the command group, global options and the foundation commands.
 
-Feature commands live in sibling modules (``documents``, ``rules``, ``hierarchy``, ``serve``),
+Feature commands live in sibling modules (``documents``, ``rules``, ``hierarchy``, ``memory``,
+``serve``),
 each exposing ``register(cli)``. Settings are built once here and passed down through the click
 context; nothing below reads the environment.
 """
@@ -301,7 +302,7 @@ def _register_features() -> None:
     # Each feature module owns its commands; a missing optional module must not break the CLI.
     import importlib
 
-    for name in ("documents", "rules", "hierarchy", "serve"):
+    for name in ("documents", "rules", "hierarchy", "memory", "serve"):
         try:
             module = importlib.import_module(f"server.cli.{name}")
         except ModuleNotFoundError as exc:

@@ -36,7 +36,8 @@ __all__ = ["INSTRUCTIONS", "MemoirMCPServer", "build_server", "compact_schema", 
 INSTRUCTIONS = (
     "memoir holds this project's rules and knowledge. At the start of every coding task call "
     "query_directives with the task and follow its MUST directives as non-negotiable. Save "
-    "durable decisions and facts with ingest; ask them back with query."
+    "durable decisions and facts with ingest; ask them back with query. Keep the user's "
+    "lasting preferences and commitments with remember; recall them when they may matter."
 )
 
 

@@ -46,11 +46,20 @@ from server.mcp_app.schemas import (
 )
 from server.mcp_app.scoping import ScopeDecision, require_write_scope
 
-__all__ = ["DEFAULT_TOOLS", "EXTRA_TOOLS", "register_tools"]
+__all__ = ["DEFAULT_TOOLS", "EXTRA_TOOLS", "MEMORY_TOOLS", "register_tools"]
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_TOOLS = ("query_directives", "detect_context", "upsert_markdown", "ingest", "query")
+# The agent-memory tools live in server.mcp_app.memory_tools (issue 11).
+MEMORY_TOOLS = ("remember", "recall", "forget", "pin", "memory_mode")
+DEFAULT_TOOLS = (
+    "query_directives",
+    "detect_context",
+    "upsert_markdown",
+    "ingest",
+    "query",
+    *MEMORY_TOOLS,
+)
 EXTRA_TOOLS = ("list_rules", "search")
 
 _READ = ToolAnnotations(
@@ -322,6 +331,9 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         llm_bound = settings.server.call_timeout_s + settings.llm.timeout_s
         return await host.run(ctx, "query", body, writes=False, timeout=llm_bound)
 
+    from server.mcp_app.memory_tools import register_memory_tools
+
+    register_memory_tools(app, runtime)
     if extra:
         _register_extra_tools(app, host)
 

@@ -45,10 +45,17 @@ async def test_a_stdio_client_lists_and_calls_every_tool(tmp_path: Path) -> None
                 "detect_context": await client.call_tool("detect_context", {"task": "add a form"}),
                 "ingest": await client.call_tool("ingest", {"text": "Releases ship on Tuesdays."}),
                 "query": await client.call_tool("query", {"question": "when do releases ship?"}),
+                "remember": await client.call_tool("remember", {"text": "User prefers pnpm."}),
+                "recall": await client.call_tool("recall", {"query": "pnpm"}),
+                "memory_mode": await client.call_tool("memory_mode", {"incognito": False}),
             }
+            memory_id = results["remember"].structured_content["id"]
+            results["pin"] = await client.call_tool("pin", {"memory_id": memory_id})
+            results["forget"] = await client.call_tool("forget", {"memory_id": memory_id})
     assert [t.name for t in tools.tools] == list(DEFAULT_TOOLS)
     assert {name: r.is_error for name, r in results.items()} == dict.fromkeys(DEFAULT_TOOLS, False)
     assert "Tuesdays" in results["query"].structured_content["answer"]
+    assert results["recall"].structured_content["memories"][0]["id"] == memory_id
 
 
 async def test_the_modern_protocol_gets_roots_through_input_required(tmp_path: Path) -> None:

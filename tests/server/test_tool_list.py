@@ -17,7 +17,7 @@ from server.mcp_app.tools import DEFAULT_TOOLS, EXTRA_TOOLS
 pytestmark = pytest.mark.anyio
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools_list.json"
-TOKEN_BUDGET = 1500  # issue 5: aim <= 1,500 tokens for the default set
+TOKEN_BUDGET = 2200  # issue 11: the default set with the memory tools stays <= 2,200 tokens
 
 
 async def _tools_list(server: ServerUnderTest) -> dict[str, Any]:
@@ -62,7 +62,7 @@ async def test_every_tool_declares_all_four_annotations_and_an_output_schema(
         assert tool["outputSchema"]["type"] == "object"
         assert tool["description"] and "Example" in tool["description"]
     writes = {t["name"] for t in payload["tools"] if not t["annotations"]["readOnlyHint"]}
-    assert writes == {"upsert_markdown", "ingest"}
+    assert writes == {"upsert_markdown", "ingest", "remember", "forget", "pin", "memory_mode"}
 
 
 async def test_extra_tools_appear_only_when_the_setting_is_on(tmp_path: Path) -> None:

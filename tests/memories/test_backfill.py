@@ -1,0 +1,133 @@
+"""``memory_embed_backfill`` (spec "Background Workers", "Telemetry & Alerts"): batches,
+retry with jitter, failures left queued, backlog and time-to-embed metrics, neighbour tags."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from memory_testkit import SPACE
+
+from memory_core.embed import create_embedder
+from memory_core.errors import EmbeddingError
+from memory_core.memories.backfill import p95, run_backfill
+from memory_core.service import Memoir
+
+pytestmark = pytest.mark.anyio
+
+
+class FlakyEmbedder:
+    """The hashing embedder behind a fault: the first ``failures`` calls raise (the I/O seam)."""
+
+    def __init__(self, failures: int) -> None:
+        self._inner = create_embedder("hash:384")
+        self.failures = failures
+        self.calls: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        if self.failures > 0:
+            self.failures -= 1
+            raise EmbeddingError("embedding service unavailable (503)")
+        return await self._inner.embed_documents(texts)
+
+
+async def _queue(memoir: Memoir, count: int) -> list[str]:
+    ids = []
+    for i in range(count):
+        result = await memoir.memories.remember(
+            f"Fact {i}: the {['api', 'web', 'db', 'cli'][i % 4]} module {i * 11} is stable",
+            space=SPACE, embed_now=False, on_conflict="keep",
+        )  # fmt: skip
+        ids.append(result.memory.id)  # type: ignore[union-attr]
+    return ids
+
+
+async def test_the_backfill_embeds_the_queue_in_batches(memoir: Memoir) -> None:
+    await _queue(memoir, 7)
+    stats = await memoir.memories.stats(space=SPACE)
+    assert stats.backlog == 7 and stats.backlog_oldest_age_s is not None
+    flaky = FlakyEmbedder(failures=0)
+    ctx = replace(memoir.context, embedder=flaky)
+    report = await run_backfill(ctx, memoir.settings.memories, batch_size=3)
+    assert flaky.calls == [3, 3, 1]
+    assert (report.embedded, report.batches, report.remaining, report.failed) == (7, 3, 0, 0)
+    assert report.p95_time_to_embed_ms is not None and report.per_second > 0
+    after = await memoir.memories.stats(space=SPACE)
+    assert after.backlog == 0 and after.embed_p95_ms is not None
+    assert after.embed_failure_rate == 0.0
+
+
+async def test_a_failing_embedder_is_retried_with_exponential_backoff_and_jitter(
+    memoir: Memoir,
+) -> None:
+    await _queue(memoir, 2)
+    flaky = FlakyEmbedder(failures=2)
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    settings = memoir.settings.memories.model_copy(
+        update={"backfill_backoff_s": 1.0, "backfill_retries": 3}
+    )
+    report = await run_backfill(
+        replace(memoir.context, embedder=flaky), settings, sleep=sleep, rng=random.Random(7)
+    )
+    assert report.embedded == 2 and report.attempts == 3
+    assert len(waits) == 2
+    assert 0.5 <= waits[0] <= 1.0 and 1.0 <= waits[1] <= 2.0  # backoff x jitter
+    assert waits[0] != 1.0 or waits[1] != 2.0
+    stats = await memoir.memories.stats(space=SPACE)
+    assert stats.embed_failure_rate == pytest.approx(2 / 3, abs=1e-3)
+
+
+async def test_a_batch_that_keeps_failing_stays_queued_and_is_reported(memoir: Memoir) -> None:
+    await _queue(memoir, 3)
+    flaky = FlakyEmbedder(failures=100)
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    settings = memoir.settings.memories.model_copy(update={"backfill_retries": 1})
+    report = await run_backfill(replace(memoir.context, embedder=flaky), settings, sleep=sleep)
+    assert report.embedded == 0 and report.failed == 3 and report.remaining == 3
+    assert any("503" in w for w in report.warnings)
+    stats = await memoir.memories.stats(space=SPACE)
+    assert stats.backlog == 3 and stats.embed_failure_rate == 1.0
+    # Recall keeps answering from the sparse arm meanwhile.
+    assert (await memoir.memories.recall("module stable", space=SPACE)).results
+
+
+async def test_the_backlog_alert_fires_past_its_threshold(memoir_factory) -> None:  # type: ignore[no-untyped-def]
+    memoir = await memoir_factory(backlog_alert=2)
+    await _queue(memoir, 3)
+    stats = await memoir.memories.stats(space=SPACE)
+    assert stats.backlog_alert and any("backlog" in a for a in stats.alerts)
+
+
+async def test_neighbours_propose_tags_for_an_entry_with_sparse_tags(memoir: Memoir) -> None:
+    await memoir.memories.remember(
+        "Blue green deploys switch traffic after health checks pass", space=SPACE,
+        tags=["deploys", "ops"],
+    )  # fmt: skip
+    bare = await memoir.memories.remember(
+        "blue green deploys switch traffic", space=SPACE, embed_now=False, on_conflict="keep"
+    )
+    assert bare.memory is not None and len(bare.memory.tags) == 1  # sparse metadata
+    await memoir.memories.backfill(space=SPACE)
+    after = await memoir.memories.show(bare.memory.id, space=SPACE)
+    assert set(after.tags) - set(bare.memory.tags) == {"deploys", "ops"}
+
+
+def test_p95_is_the_nearest_rank() -> None:
+    assert p95([]) is None
+    assert p95([5.0]) == 5.0
+    assert p95([float(i) for i in range(1, 101)]) == 95.0
