@@ -7,6 +7,13 @@ and a cancelled coroutine can never leave a transaction half-open.
 
 Two connections per store: a writer (serialised by a lock) and a reader, so searches are never
 queued behind an ingest in the same process; WAL lets them run side by side.
+
+A write is only acknowledged into the file the store was opened on: if the path no longer names
+that file (deleted, or replaced by another, under a running server) the write is refused, since
+it would land in an unlinked inode and be lost. A quick integrity check (``PRAGMA
+quick_check(N)``, cut off after a time budget) runs on open and then every
+``storage.integrity_check_interval_s`` before a write; a corrupt store refuses writes.
+:meth:`SqliteDatabase.health` reports both. Deleting is verifiable (see ``privacy``).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +38,9 @@ from memory_core.errors import (
     MemoirError,
     StorageError,
 )
+from memory_core.models import StoreHealth, utc_now
+from memory_core.redaction import redact_text
+from memory_core.storage.sqlite import privacy
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension, select_driver
 from memory_core.storage.sqlite.migrate import apply_pending
 from memory_core.storage.url import DatabaseURL
@@ -41,6 +52,13 @@ log = structlog.get_logger(__name__)
 
 _CORRUPT_MARKERS = ("file is not a database", "malformed", "database disk image", "corrupt")
 _LOCKED_MARKERS = ("database is locked", "database table is locked", "busy")
+
+# Time budgets of the quick integrity check: a large store is checked as far as the budget goes
+# (status "unchecked" beyond it), so neither opening nor a write waits long.
+OPEN_CHECK_BUDGET_S = 0.5
+PERIODIC_CHECK_BUDGET_S = 1.0
+# Old runs are pruned at most this often (and on open).
+_PRUNE_EVERY_S = 3600.0
 
 
 def recovery_hint(path: Path | None) -> str:
@@ -106,6 +124,11 @@ class SqliteDatabase:
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = anyio.Lock()
         self.migrations_applied: list[str] = []
+        self._forget_marks = privacy.ForgetMarks()
+        self._file_id: tuple[int, int] | None = None
+        self._integrity = StoreHealth("unchecked", "not checked yet")
+        self._checked_mono: float | None = None
+        self._pruned_mono: float | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -126,6 +149,9 @@ class SqliteDatabase:
                     raise StorageError(f"could not switch {self.path} to WAL (mode is {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            if self.settings.secure_delete:
+                conn.execute("PRAGMA secure_delete = ON")
+            privacy.create_forget_marks(conn, self._forget_marks)
         except BaseException:
             conn.close()
             raise
@@ -173,16 +199,125 @@ class SqliteDatabase:
         try:
             # An in-memory database is private to its connection, so it gets no second one.
             self._reader = await self._open_connection() if self.path else self._writer
+            self._remember_file()
+            await self.check_integrity(OPEN_CHECK_BUDGET_S)
             if migrate:
-                self.migrations_applied = await self.write(self._migrate)
+                self.migrations_applied = await self._write(self._migrate)
                 if self.migrations_applied:
                     log.info(
                         "schema migrated", path=str(self.path), applied=self.migrations_applied
                     )
+                await self._run(self._require(self._writer), self._install_policies)
+                if self.settings.secure_delete:
+                    await self._write(lambda conn: privacy.enable_fts_secure_delete(conn))
+                await self._prune_runs()
         except BaseException:
             await self.close()  # never leave a connection thread behind a failed open
             raise
         return self
+
+    def _install_policies(self, conn: Any) -> None:
+        privacy.install_forget_tracking(conn)
+        keep_text = self.settings.run_log_text != "none"
+        privacy.install_run_policy(conn, privacy.run_payload_policy(keep_text, redact_text))
+
+    async def _prune_runs(self) -> None:
+        days = self.settings.run_retention_days
+        self._pruned_mono = time.monotonic()
+        if days is None:
+            return
+        pruned = await self._write(lambda conn: privacy.prune_runs(conn, days))
+        if pruned:
+            log.info("old runs deleted", count=pruned, retention_days=days)
+
+    # -- health ----------------------------------------------------------------------------
+
+    def _remember_file(self) -> None:
+        if self.path is None:
+            return
+        info = os.stat(self.path)
+        self._file_id = (info.st_dev, info.st_ino)
+
+    def file_problem(self) -> MemoirError | None:
+        """Why writes would be lost, when the path no longer names the file that is open."""
+        if self.path is None or self._file_id is None:
+            return None
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            how = "deleted"
+        except OSError as exc:
+            how = f"made unreachable ({exc.strerror})"
+        else:
+            if (info.st_dev, info.st_ino) == self._file_id:
+                return None
+            how = "replaced by another file"
+        return DatabaseUnavailableError(
+            f"the database file {self.path} was {how} while memoir had it open; writes are "
+            "refused, because they would go to the old, unlinked file and be lost",
+            hint="restore the file from a backup (or let memoir create a new store), then "
+            "restart the server or command and repeat the writes that were refused",
+            details={"path": str(self.path), "file": how},
+        )
+
+    def _corruption(self) -> MemoirError | None:
+        if self._integrity.status != "corrupt":
+            return None
+        return DatabaseCorruptError(
+            f"refusing to write: the database {self.path} failed its integrity check "
+            f"({self._integrity.detail})",
+            hint=recovery_hint(self.path),
+        )
+
+    async def check_integrity(self, budget_s: float = PERIODIC_CHECK_BUDGET_S) -> StoreHealth:
+        """Run ``PRAGMA quick_check(N)`` on the reader, for at most ``budget_s`` seconds."""
+        conn = self._reader
+        if conn is None or self.path is None:
+            return self._integrity
+        limit = self.settings.integrity_check_max_errors
+        try:
+            rows = await self._run(conn, _quick_check, limit, budget_s)
+        except Exception as exc:
+            if not _is_driver_error(exc):
+                raise
+            error = translate_error(exc, self.path)
+            if isinstance(error, DatabaseCorruptError):
+                rows = [str(exc)]
+            else:  # locked or unreadable for now: not a verdict on the file
+                log.info("integrity check skipped", error=str(exc)[:200])
+                return self._integrity
+        self._checked_mono = time.monotonic()
+        if rows is None:
+            self._integrity = StoreHealth(
+                "unchecked", f"the check stopped after its {budget_s:g} s budget", utc_now()
+            )
+        elif rows == ["ok"]:
+            self._integrity = StoreHealth("ok", "quick_check: ok", utc_now())
+        else:
+            self._mark_corrupt("; ".join(rows[:3]))
+        return self._integrity
+
+    def _mark_corrupt(self, detail: str) -> None:
+        if self._integrity.status != "corrupt":
+            log.error("store failed its integrity check", path=str(self.path), detail=detail[:300])
+        self._integrity = StoreHealth(
+            "corrupt", detail[:500], utc_now(), hint=recovery_hint(self.path)
+        )
+
+    async def _check_if_due(self) -> None:
+        interval = self.settings.integrity_check_interval_s
+        now = time.monotonic()
+        if interval > 0 and (self._checked_mono is None or now - self._checked_mono >= interval):
+            await self.check_integrity(PERIODIC_CHECK_BUDGET_S)
+
+    async def health(self) -> StoreHealth:
+        """The file and integrity status (the integrity check runs again when it is due)."""
+        problem = self.file_problem()
+        if problem is not None:
+            return StoreHealth("replaced", problem.message, utc_now(), hint=problem.hint)
+        if self.is_open:
+            await self._check_if_due()
+        return self._integrity
 
     def _migrate(self, conn: Any) -> list[str]:
         return apply_pending(conn, self.driver.module.complete_statement)
@@ -220,30 +355,61 @@ class SqliteDatabase:
             raise
         except Exception as exc:
             if _is_driver_error(exc):
-                raise translate_error(exc, self.path) from exc
+                error = translate_error(exc, self.path)
+                if isinstance(error, DatabaseCorruptError):
+                    self._mark_corrupt(str(exc))
+                raise error from exc
             raise
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` inside ``BEGIN IMMEDIATE … COMMIT`` on the writer.
 
         Another process holding the lock is waited for (busy timeout), then retried with
-        jittered exponential backoff.
+        jittered exponential backoff. When the transaction deleted content, the WAL is
+        checkpointed and emptied (see ``privacy``).
 
         Raises:
             DatabaseLockedError: the lock was not obtained after every retry.
+            DatabaseUnavailableError: the file was deleted or replaced under the open store.
+            DatabaseCorruptError: the store failed its integrity check.
         """
+        problem = self.file_problem()
+        if problem is not None:
+            raise problem
+        await self._check_if_due()
+        corruption = self._corruption()
+        if corruption is not None:
+            raise corruption
+        if (
+            self._pruned_mono is not None
+            and time.monotonic() - self._pruned_mono >= _PRUNE_EVERY_S
+        ):
+            await self._prune_runs()
+        return await self._write(fn, *args)
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         conn = self._require(self._writer)
         attempts = self.settings.write_retries + 1
         async with self._write_lock:
             for attempt in range(attempts):
                 try:
-                    return await self._run(conn, _in_transaction, fn, args)
+                    result, scrubbed = await self._run(
+                        conn, _write_and_scrub, fn, args, self._forget_marks
+                    )
+                    if scrubbed is not None and scrubbed[0]:
+                        log.info(
+                            "WAL not emptied after a delete: another process is reading",
+                            path=str(self.path),
+                        )
+                    return result
                 except MemoirError:
                     raise
                 except Exception as exc:
                     if not _is_driver_error(exc):
                         raise
                     error = translate_error(exc, self.path)
+                    if isinstance(error, DatabaseCorruptError):
+                        self._mark_corrupt(str(exc))
                     if isinstance(error, DatabaseLockedError) and attempt + 1 < attempts:
                         delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
                         log.warning("database locked, retrying", attempt=attempt + 1, delay=delay)
@@ -253,9 +419,37 @@ class SqliteDatabase:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
+
+def _quick_check(conn: Any, limit: int, budget_s: float) -> list[str] | None:
+    """``PRAGMA quick_check(limit)`` rows, or None when it ran out of time."""
+    deadline = time.monotonic() + budget_s
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+    try:
+        return [str(r[0]) for r in conn.execute(f"PRAGMA quick_check({int(limit)})").fetchall()]
+    except Exception as exc:
+        if "interrupt" in str(exc).lower():
+            return None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
 def _is_driver_error(exc: BaseException) -> bool:
     # Every DB-API driver names its base class "Error"; checking by MRO name covers all three.
     return any(cls.__name__ in ("Error", "DatabaseError") for cls in type(exc).__mro__)
+
+
+def _write_and_scrub(
+    conn: Any, fn: Callable[..., T], args: tuple[Any, ...], marks: privacy.ForgetMarks
+) -> tuple[T, tuple[int, int] | None]:
+    result = _in_transaction(conn, fn, args)
+    try:
+        scrubbed = privacy.scrub_if_needed(conn, marks)
+    except Exception as exc:  # committed already; the WAL is emptied after the next delete
+        if not _is_driver_error(exc):
+            raise
+        scrubbed = (1, -1)
+    return result, scrubbed
 
 
 def _in_transaction(conn: Any, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
