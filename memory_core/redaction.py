@@ -19,6 +19,7 @@ marker contains no quote or backslash, so it is safe inside serialised JSON too.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -66,7 +67,7 @@ def _looks_random(value: str) -> bool:
     CamelCase identifier switches rarely), not a placeholder: a generated credential."""
     core = value.strip("=")
     classes = [_char_class(c) for c in core]
-    switches = sum(a != b for a, b in zip(classes, classes[1:], strict=False))
+    switches = sum(a != b for a, b in itertools.pairwise(classes))
     return (
         {0, 1, 2} <= set(classes)
         and switches >= _MIN_SWITCH_RATE * len(core)

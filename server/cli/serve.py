@@ -63,6 +63,18 @@ def _print_config(
     )
 
 
+def _preflight_http(settings: Any) -> None:
+    """Refuse, before serving, what ``build_http_app`` would refuse (a clean exit, no trace)."""
+    from server.mcp_app.auth import build_verifier
+    from server.mcp_app.http_guard import check_bind
+
+    try:
+        verifier = build_verifier(settings.server.auth)
+        check_bind(settings, settings.server.host, has_credentials=verifier is not None)
+    except MemoirError as error:
+        fail(error, as_json=False)
+
+
 def register(cli: click.Group) -> None:
     """Add ``serve`` to the ``memoir`` command group."""
 
@@ -85,9 +97,20 @@ def register(cli: click.Group) -> None:
     )
     @click.option(
         "--workspace",
+        "workspaces",
         type=click.Path(file_okay=False, path_type=Path),
+        multiple=True,
+        help="A project folder the server may read (repeat for several; a client's "
+        "${workspaceFolder} works). MCP roots can only narrow these. Default: the git root "
+        "of the working directory (never a home folder).",
+    )
+    @click.option(
+        "--allow-unauthenticated-network",
+        "allow_unauthenticated_network",
+        is_flag=True,
         default=None,
-        help="Project folder used when the client sends no MCP roots.",
+        help="Serve a non-loopback --host with no authentication: anyone who can reach it can "
+        "read and change the store. Only behind a firewall you trust.",
     )
     @click.option(
         "--extra-tools", is_flag=True, default=None, help="Also expose list_rules and search."
@@ -102,7 +125,8 @@ def register(cli: click.Group) -> None:
         host: str | None,
         port: int | None,
         scope: str | None,
-        workspace: Path | None,
+        workspaces: tuple[Path, ...],
+        allow_unauthenticated_network: bool | None,
         extra_tools: bool | None,
         print_config: bool,
     ) -> None:
@@ -112,12 +136,15 @@ def register(cli: click.Group) -> None:
         from server.mcp_app.scoping import ScopeDefaults, git_root_of
         from server.mcp_app.transports import serve as run_server
 
+        folders = [str(w.expanduser().resolve()) for w in workspaces]
         settings = _with_server_settings(
             state,
             transport=transport,
             host=host,
             port=port,
-            workspace=str(workspace.expanduser().resolve()) if workspace else None,
+            workspace=folders[0] if folders else None,
+            workspaces=tuple(folders[1:]) if folders else None,
+            allow_unauthenticated_network=allow_unauthenticated_network,
             extra_tools=extra_tools,
         )
         if settings.server.port == 0 and settings.server.transport != "stdio":
@@ -136,10 +163,16 @@ def register(cli: click.Group) -> None:
             explicit = validate_scope(scope) if scope else None
         except MemoirError as error:
             fail(error, as_json=False)
+        if cfg.transport != "stdio":
+            _preflight_http(settings)
+        granted = [w for token in cfg.auth.tokens for w in token.workspaces]
+        if cfg.auth.oauth is not None:
+            granted += [w for ws in cfg.auth.oauth.workspaces.values() for w in ws]
         defaults = ScopeDefaults(
             explicit_scope=explicit,
             workspace=Path(cfg.workspace).expanduser() if cfg.workspace else None,
-            # Last resort for clients that send no roots (the Inspector, curl, older clients).
+            workspaces=tuple(Path(w).expanduser() for w in (*cfg.workspaces, *granted)),
+            # Nothing configured: the project the server was started in (never a home folder).
             cwd_root=git_root_of(Path.cwd()),
         )
         runtime = MemoirRuntime(settings, state.db, scope_defaults=defaults)

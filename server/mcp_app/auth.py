@@ -41,9 +41,10 @@ __all__ = [
     "IntrospectionVerifier",
     "build_verifier",
     "grant_for",
+    "grant_of_request",
     "hash_token",
     "new_token",
-    "principal_for",
+    "principal_of_request",
 ]
 
 log = structlog.get_logger(__name__)
@@ -89,9 +90,7 @@ class HashedTokenVerifier(TokenVerifier):
     """Bearer tokens configured by their SHA-256."""
 
     def __init__(self, tokens: Sequence[TokenSettings]) -> None:
-        self._tokens = [
-            (bytes.fromhex(t.sha256), t, _expiry(t.expires, t.name)) for t in tokens
-        ]
+        self._tokens = [(bytes.fromhex(t.sha256), t, _expiry(t.expires, t.name)) for t in tokens]
 
     async def verify_token(self, token: str) -> AccessToken | None:
         digest = hashlib.sha256(token.encode("utf-8", "replace")).digest()
@@ -201,25 +200,32 @@ def build_verifier(auth: AuthSettings) -> TokenVerifier | None:
     return verifiers[0] if len(verifiers) == 1 else ChainedVerifier(verifiers)
 
 
-def _user_of(ctx: Any) -> AuthenticatedUser | None:
-    request = getattr(getattr(ctx, "request_context", None), "request", None)
+def _user_of_request(request: Any) -> AuthenticatedUser | None:
     scope = getattr(request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     return user if isinstance(user, AuthenticatedUser) else None
 
 
-def grant_for(ctx: Any) -> tuple[Path, ...] | None:
-    """The workspaces the caller's token grants (None: unauthenticated transport, or a token
+def _request_of(ctx: Any) -> Any:
+    return getattr(getattr(ctx, "request_context", None), "request", None)
+
+
+def grant_of_request(request: Any) -> tuple[Path, ...] | None:
+    """The workspaces the token behind an HTTP request grants (None: no token, or a token
     valid for every workspace of the server)."""
-    user = _user_of(ctx)
+    user = _user_of_request(request)
     if user is None:
         return None
-    claims = user.access_token.claims or {}
-    granted = claims.get(GRANT_CLAIM)
+    granted = (user.access_token.claims or {}).get(GRANT_CLAIM)
     return None if granted is None else tuple(Path(str(p)) for p in granted)
 
 
-def principal_for(ctx: Any) -> str | None:
+def principal_of_request(request: Any) -> str | None:
     """The authenticated caller's name (token name or OAuth client), for logs and limits."""
-    user = _user_of(ctx)
+    user = _user_of_request(request)
     return user.access_token.client_id if user is not None else None
+
+
+def grant_for(ctx: Any) -> tuple[Path, ...] | None:
+    """:func:`grant_of_request` for an MCP call's context (None on stdio)."""
+    return grant_of_request(_request_of(ctx))

@@ -18,6 +18,7 @@ routes), outermost first:
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import socket
@@ -106,14 +107,14 @@ class HostPolicy:
 
 def _machine_names() -> list[str]:
     names = [socket.gethostname(), socket.getfqdn()]
-    try:
+    with contextlib.suppress(OSError):
         names += socket.gethostbyname_ex(socket.gethostname())[2]
-    except OSError:
-        pass
     return [n for n in names if n]
 
 
-def host_policy(host: str, *, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]) -> HostPolicy:
+def host_policy(
+    host: str, *, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]
+) -> HostPolicy:
     """The policy for a server bound to ``host``: loopback names, the bound address (for a
     wildcard bind: this machine's names and addresses), and the configured extras."""
     names: list[str] = list(_LOOPBACK_NAMES)
@@ -126,11 +127,15 @@ def host_policy(host: str, *, allowed_hosts: Sequence[str], allowed_origins: Seq
     origins = [
         f"{scheme}://{f'[{n}]' if ':' in n else n}:*" for n in names for scheme in ("http", "https")
     ]
-    origins += [f"{scheme}://{f'[{n}]' if ':' in n else n}" for n in names for scheme in ("http", "https")]
+    origins += [
+        f"{scheme}://{f'[{n}]' if ':' in n else n}" for n in names for scheme in ("http", "https")
+    ]
     return HostPolicy(hosts, tuple(dict.fromkeys([*origins, *allowed_origins])))
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
     data = json.dumps(body).encode()
     await send(
         {
@@ -249,7 +254,9 @@ class _RequireAuthExceptPublic:
             await self.app(scope, receive, send)
 
 
-def guard_app(app: ASGIApp, settings: Settings, *, host: str, verifier: Any, resource_metadata_url: Any = None) -> ASGIApp:
+def guard_app(
+    app: ASGIApp, settings: Settings, *, host: str, verifier: Any, resource_metadata_url: Any = None
+) -> ASGIApp:
     """``app`` behind the host / origin, size and credential checks."""
     from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
     from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
@@ -264,7 +271,9 @@ def guard_app(app: ASGIApp, settings: Settings, *, host: str, verifier: Any, res
             _RequireAuthExceptPublic(AuthContextMiddleware(app), required),
             backend=BearerAuthBackend(
                 verifier,
-                resource_server_url=_resource_url(oauth.resource_url) if oauth is not None else None,
+                resource_server_url=_resource_url(oauth.resource_url)
+                if oauth is not None
+                else None,
             ),
         )
     wrapped = BodyLimit(wrapped, settings.limits.request_bytes)

@@ -18,7 +18,6 @@ from typing import Any
 import anyio
 import structlog
 import uvicorn
-
 from mcp.server.transport_security import TransportSecuritySettings
 
 from server.mcp_app.app import MemoirMCPServer

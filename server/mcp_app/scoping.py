@@ -126,14 +126,14 @@ def paths_from_root_uris(uris: Sequence[str]) -> list[Path]:
 
 
 def _project_within(root: Path, workspace: Path) -> Path:
-    """The project a root inside ``workspace`` belongs to: the nearest git root between the
-    two, else the workspace itself."""
+    """The project a root inside ``workspace`` names: the nearest git root from the root up
+    to the workspace (a root in a project's sub-folder names that project), else the root."""
     for folder in (root, *root.parents):
         if not within(folder, workspace):
             break
-        if folder != workspace and (folder / ".git").exists():
+        if (folder / ".git").exists():
             return folder
-    return workspace
+    return root
 
 
 def _narrow(roots: Sequence[Path], allowed: Sequence[Path]) -> list[tuple[Path, Path]]:

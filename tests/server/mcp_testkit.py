@@ -69,10 +69,12 @@ class ServerUnderTest:
     ):
         self.settings = make_settings(tmp_path, llm=llm, **server)
         self.db_url = f"sqlite:///{tmp_path / 'memoir.db'}"
+        # The server may read tmp_path (where the tests put their projects); clients' roots
+        # narrow it to one project.
         self.runtime = MemoirRuntime(
             self.settings,
             self.db_url,
-            scope_defaults=scope_defaults,
+            scope_defaults=scope_defaults or ScopeDefaults(workspace=tmp_path),
             embedder=create_embedder("hash:384"),
         )
         self.app: MemoirMCPServer = build_server(self.runtime)
@@ -130,22 +132,34 @@ class RunningServer:
         return f"{self.base}/sse"
 
 
-def start_http_server(workdir: Path, transport: str) -> RunningServer:
-    """``memoir serve --transport http|sse`` on a free loopback port; returns once uvicorn
-    reports it is listening (bounded wait on its log line, no polling)."""
+def start_http_server(
+    workdir: Path,
+    transport: str,
+    *,
+    workspaces: tuple[Path, ...] | None = None,
+    host: str = "127.0.0.1",
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> RunningServer:
+    """``memoir serve --transport http|sse`` on a free port; returns once uvicorn reports it is
+    listening (bounded wait on its log line, no polling). The server may read ``workspaces``
+    (default: the folder holding ``workdir``, where pytest puts every test's projects)."""
+    folders = workspaces if workspaces is not None else (workdir.parent,)
     command = serve_command(
         f"sqlite:///{workdir / 'memoir.db'}",
         "--transport",
         transport,
         "--host",
-        "127.0.0.1",
+        host,
         "--port",
         "0",
         "--print-config",
+        *(arg for folder in folders for arg in ("--workspace", str(folder))),
+        *extra_args,
     )
     process = subprocess.Popen(
         command,
-        env=server_env(),
+        env=server_env(**(env or {})),
         cwd=workdir,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -380,10 +380,7 @@ class SqliteDatabase:
         corruption = self._corruption()
         if corruption is not None:
             raise corruption
-        if (
-            self._pruned_mono is not None
-            and time.monotonic() - self._pruned_mono >= _PRUNE_EVERY_S
-        ):
+        if self._pruned_mono is not None and time.monotonic() - self._pruned_mono >= _PRUNE_EVERY_S:
             await self._prune_runs()
         return await self._write(fn, *args)
 
@@ -417,7 +414,6 @@ class SqliteDatabase:
                         continue
                     raise error from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
 
 
 def _quick_check(conn: Any, limit: int, budget_s: float) -> list[str] | None:

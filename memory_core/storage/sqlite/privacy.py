@@ -136,9 +136,7 @@ def install_run_policy(conn: Any, rewrite: Callable[[str], str]) -> None:
 
 def prune_runs(conn: Any, retention_days: float) -> int:
     """Delete runs that started more than ``retention_days`` ago; returns how many."""
-    cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(
-        timespec="microseconds"
-    )
+    cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="microseconds")
     before = conn.total_changes
     conn.execute("DELETE FROM run WHERE started_at < ?", (cutoff,))
     return int(conn.total_changes - before)

@@ -195,9 +195,7 @@ class SqliteResources:
         ).fetchall()
         return [int(r[0]) for r in rows], total
 
-    def totals(
-        self, scope: Scope | None, *, kinds: Sequence[ResourceKind] = ()
-    ) -> ResourceTotals:
+    def totals(self, scope: Scope | None, *, kinds: Sequence[ResourceKind] = ()) -> ResourceTotals:
         clauses, params = ["1"], []
         if scope is not None:
             clauses.append("scope = ?")
