@@ -93,9 +93,9 @@ class LimitSettings(_Section):
     """Bounds on hostile or accidental input; each error names the setting to raise."""
 
     filter_depth: int = Field(
-        64, ge=1, le=500, description="Deepest nesting of a FEL / RQL filter (parentheses, NOT)."
+        64, ge=1, le=200, description="Deepest nesting of a FEL / RQL filter (parentheses, NOT)."
     )
-    filter_terms: int = Field(256, ge=1, description="Most terms in one FEL / RQL filter.")
+    filter_terms: int = Field(256, ge=1, le=500, description="Most terms in one FEL / RQL filter.")
     path_chars: int = Field(4096, ge=16, description="Longest path accepted.")
     stdin_bytes: int = Field(
         10 * 1024 * 1024, ge=1, description="Most bytes read from stdin (`memoir ingest -`)."

@@ -19,16 +19,24 @@ marker contains no quote or backslash, so it is safe inside serialised JSON too.
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
 
 from rules_parser.secrets import find_secrets, is_placeholder
 
-__all__ = ["REDACTED_PREFIX", "contains_secret", "redact_text", "redact_value", "secret_spans"]
+__all__ = [
+    "REDACTED_PREFIX",
+    "RedactingWriter",
+    "contains_secret",
+    "redact_text",
+    "redact_value",
+    "secret_spans",
+]
 
 REDACTED_PREFIX = "[REDACTED:"
 
@@ -142,3 +150,48 @@ def redact_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(redact_value(v) for v in value)
     return value
+
+
+class RedactingWriter(io.TextIOBase):
+    """A text stream that redacts everything written through it before passing it on.
+
+    Wraps a CLI's stdout and stderr and an export file. ``buffer`` (binary writes, e.g. the MCP
+    stdio wire, whose results are redacted where they are made) goes to the wrapped stream's.
+    Each ``write`` is redacted on its own: callers write whole messages or lines.
+    """
+
+    def __init__(self, target: IO[str]) -> None:
+        super().__init__()
+        self._target = target
+
+    def write(self, text: str) -> int:
+        self._target.write(redact_text(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:  # type: ignore[override]
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self._target.isatty()
+
+    def fileno(self) -> int:
+        return self._target.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._target, "encoding", "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self._target, "errors", "strict")
+
+    @property
+    def buffer(self) -> Any:
+        return self._target.buffer  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memory_core.documents.fel import Expr, parse_filter
+from memory_core.documents.fel import Expr, FilterLimits, parse_filter
 from memory_core.documents.packer_adapter import pack_hits
 from memory_core.documents.records import CHUNK_KIND, ChunkRecord, DocRecord
 from memory_core.documents.responses import (
@@ -55,10 +55,17 @@ def _check_query(text: str) -> str:
     return text
 
 
-def _filter(text: str | None) -> tuple[Expr | None, tuple[str, list[Any]] | None]:
+def _limits(ctx: CoreContext) -> FilterLimits:
+    limits = ctx.settings.limits
+    return FilterLimits(max_depth=limits.filter_depth, max_terms=limits.filter_terms)
+
+
+def _filter(
+    text: str | None, limits: FilterLimits
+) -> tuple[Expr | None, tuple[str, list[Any]] | None]:
     if text is None or not text.strip():
         return None, None
-    expr = parse_filter(text)
+    expr = parse_filter(text, limits)
     return expr, compile_filter(expr)
 
 
@@ -200,7 +207,7 @@ async def run_search(
     k = ctx.settings.search.default_k if k is None else k
     if not 1 <= k <= 10_000:
         raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
-    _, flt = _filter(filter)
+    _, flt = _filter(filter, _limits(ctx))
     pairs, outcome = await _ranked(ctx, query=query, scope=scope, k=k, mode=mode, flt=flt)
     results = [
         ResultOut(
@@ -245,7 +252,7 @@ async def run_rql(
 ) -> SearchResponse:
     """``memoir query --rql``: parse and execute one statement (see ``DocumentService``)."""
     started = time.perf_counter()
-    parsed: RqlQuery = parse_rql(rql)
+    parsed: RqlQuery = parse_rql(rql, _limits(ctx))
     limit = parsed.limit or ctx.settings.search.max_limit
     offset = parsed.offset
     flt = compile_filter(parsed.filter) if parsed.filter is not None else None
@@ -376,7 +383,7 @@ async def run_context(
     k = max(50, ctx.settings.search.default_k) if k is None else k
     if not 1 <= k <= 10_000:
         raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
-    _, flt = _filter(filter)
+    _, flt = _filter(filter, _limits(ctx))
     pairs, outcome = await _ranked(ctx, query=query, scope=scope, k=k, mode=mode, flt=flt)
     context = pack_hits(
         [chunk for _, chunk in pairs[:k]],

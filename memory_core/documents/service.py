@@ -22,6 +22,8 @@ from memory_core.documents.responses import (
 )
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import DoctorFinding
+from memory_core.private_files import open_private_text
+from memory_core.redaction import RedactingWriter
 from memory_core.retrieval.hybrid import SearchMode
 
 if TYPE_CHECKING:
@@ -173,13 +175,16 @@ class DocumentService:
 
     async def export(self, out: IO[str] | str | Path, *, scope: str | None) -> ExportReport:
         """Write documents and chunks (with vectors) as JSONL to a stream or a file path."""
+        # Exports leave the store: private (0600) and redacted like every other surface.
         if isinstance(out, str | Path):
             path = Path(out)
-            with path.open("w", encoding="utf-8") as handle:
-                report = await transfer.export_jsonl(self._ctx, handle, scope=scope)
+            with open_private_text(path) as handle:
+                report = await transfer.export_jsonl(
+                    self._ctx, RedactingWriter(handle), scope=scope
+                )
             report.out = str(path)
             return report
-        return await transfer.export_jsonl(self._ctx, out, scope=scope)
+        return await transfer.export_jsonl(self._ctx, RedactingWriter(out), scope=scope)
 
     async def import_(
         self, source: IO[str] | Iterable[str] | str | Path, *, scope: str

@@ -19,6 +19,7 @@ import click
 
 from memory_core.config import CONFIG_FILENAME, DEFAULT_DB_FILENAME, Settings, load_settings
 from memory_core.errors import MemoirError
+from memory_core.redaction import RedactingWriter
 from server.cli.output import emit_json, envelope, fail, print_table
 from server.logging_setup import configure_logging
 
@@ -297,8 +298,18 @@ _register_features()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="memoir")
+    """Console-script entry point.
+
+    Everything the commands print passes through the redactor (stdout and stderr are wrapped:
+    a key stored by mistake is never printed back), and a ``MemoirError`` that escapes a
+    command still ends as a clean error with its hint, never a traceback.
+    """
+    sys.stdout = RedactingWriter(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = RedactingWriter(sys.stderr)  # type: ignore[assignment]
+    try:
+        cli(prog_name="memoir", standalone_mode=True)
+    except MemoirError as error:
+        fail(error, as_json="--json" in sys.argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
