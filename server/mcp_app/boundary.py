@@ -61,10 +61,10 @@ def _add_warnings(structured: dict[str, Any], warnings: list[str]) -> None:
     target: Any = structured
     if isinstance(structured.get("diagnostics"), dict):  # query_directives keeps them there
         target = structured["diagnostics"]
+    # Only where the output schema has warnings (the SDK validates the shape): elsewhere
+    # the text content carries them.
     if isinstance(target.get("warnings"), list):
         target["warnings"] = [*target["warnings"], *warnings]
-    else:
-        structured["warnings"] = warnings
 
 
 def finish_result(

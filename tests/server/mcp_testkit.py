@@ -107,9 +107,11 @@ def server_env(**extra: str) -> dict[str, str]:
 _ENTRY = "import sys; from server.cli.main import main; sys.argv[0] = 'memoir'; main()"
 
 
-def serve_command(db_url: str, *args: str) -> list[str]:
-    """The ``memoir --db URL serve ARGS`` command line, runnable without an installed script."""
-    return [sys.executable, "-c", _ENTRY, "--db", db_url, "serve", *args]
+def serve_command(db_url: str, *args: str, config: Path | None = None) -> list[str]:
+    """The ``memoir --db URL [--config FILE] serve ARGS`` command line, runnable without an
+    installed script."""
+    chosen = ["--config", str(config)] if config is not None else []
+    return [sys.executable, "-c", _ENTRY, "--db", db_url, *chosen, "serve", *args]
 
 
 _WAIT_S = 60
@@ -140,6 +142,7 @@ def start_http_server(
     host: str = "127.0.0.1",
     extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    config: Path | None = None,
 ) -> RunningServer:
     """``memoir serve --transport http|sse`` on a free port; returns once uvicorn reports it is
     listening (bounded wait on its log line, no polling). The server may read ``workspaces``
@@ -156,6 +159,7 @@ def start_http_server(
         "--print-config",
         *(arg for folder in folders for arg in ("--workspace", str(folder))),
         *extra_args,
+        config=config,
     )
     process = subprocess.Popen(
         command,

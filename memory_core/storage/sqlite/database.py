@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.request import pathname2url
 
 import aiosqlite
 import anyio
@@ -84,6 +85,11 @@ def translate_error(exc: BaseException, path: Path | None) -> MemoirError:
         return DatabaseLockedError(
             f"the database {where} stayed locked by another process: {exc}",
             hint="wait for the other memoir process to finish, or raise storage.busy_timeout_ms",
+        )
+    if "database or disk is full" in text or "no space" in text:
+        return DatabaseUnavailableError(
+            f"the disk holding {where} is full; the write was not made: {exc}",
+            hint="free space on that disk (what was written before is intact), then retry",
         )
     if "unable to open" in text or "readonly" in text or "read-only" in text:
         return DatabaseUnavailableError(
@@ -270,13 +276,28 @@ class SqliteDatabase:
         )
 
     async def check_integrity(self, budget_s: float = PERIODIC_CHECK_BUDGET_S) -> StoreHealth:
-        """Run ``PRAGMA quick_check(N)`` on the reader, for at most ``budget_s`` seconds."""
-        conn = self._reader
-        if conn is None or self.path is None:
+        """Run ``PRAGMA quick_check(N)`` for at most ``budget_s`` seconds, on a connection of
+        its own (the open ones may serve pages from their cache: the check reads the disk)."""
+        if self._reader is None or self.path is None:
             return self._integrity
         limit = self.settings.integrity_check_max_errors
+
+        def check() -> list[str] | None:
+            # mode=rw: never create a file where the store's was deleted.
+            conn = self.driver.connect(
+                f"file:{pathname2url(str(self.path))}?mode=rw",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=1.0,
+            )
+            try:
+                return _quick_check(conn, limit, budget_s)
+            finally:
+                conn.close()
+
         try:
-            rows = await self._run(conn, _quick_check, limit, budget_s)
+            rows = await anyio.to_thread.run_sync(check)
         except Exception as exc:
             if not _is_driver_error(exc):
                 raise
