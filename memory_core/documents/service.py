@@ -21,6 +21,7 @@ from memory_core.documents.responses import (
     SearchResponse,
 )
 from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.input_limits import check_path_lengths
 from memory_core.models import DoctorFinding
 from memory_core.private_files import open_private_text
 from memory_core.redaction import RedactingWriter
@@ -69,7 +70,9 @@ class DocumentService:
         Raises:
             InvalidInputError: no path exists, or a bad tag.
             PathNotAllowedError: a glob reaches outside its folder.
+            LimitExceededError: a path longer than ``limits.path_chars``.
         """
+        check_path_lengths(paths, self._ctx.settings.limits.path_chars)
         report = await ingest.add_paths(
             self._ctx,
             [Path(p) for p in paths],

@@ -23,6 +23,7 @@ from memory_core.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from memory_core.input_limits import check_path_lengths
 from memory_core.models import utc_now
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
@@ -143,11 +144,13 @@ class RulesService:
 
         Raises:
             InvalidInputError: no path was given.
+            LimitExceededError: a path longer than ``limits.path_chars``.
         """
         if not paths:
             raise InvalidInputError(
                 "no rule document paths given", hint="pass one or more files or folders"
             )
+        check_path_lengths(paths, self._ctx.settings.limits.path_chars)
         started = time.perf_counter()
         roots = self._roots(allowed_roots)
         cwd = self._cwd

@@ -19,6 +19,7 @@ import click
 
 from memory_core.config import CONFIG_FILENAME, DEFAULT_DB_FILENAME, Settings, load_settings
 from memory_core.errors import MemoirError
+from memory_core.input_limits import os_error_as_input_error
 from memory_core.redaction import RedactingWriter
 from server.cli.output import emit_json, envelope, fail, print_table
 from server.logging_setup import configure_logging
@@ -101,6 +102,8 @@ def cli(
         settings = load_settings(overrides, config_file=config_file)
     except MemoirError as error:
         fail(error, as_json="--json" in sys.argv)
+    except OSError as exc:  # a path the file system refused, deep in a walk
+        fail(os_error_as_input_error(exc), as_json="--json" in sys.argv)
     configure_logging(settings.logging.level, settings.logging.format)
     ctx.obj = CliState(settings=settings, db=db)
 
@@ -310,6 +313,8 @@ def main() -> None:
         cli(prog_name="memoir", standalone_mode=True)
     except MemoirError as error:
         fail(error, as_json="--json" in sys.argv)
+    except OSError as exc:  # a path the file system refused, deep in a walk
+        fail(os_error_as_input_error(exc), as_json="--json" in sys.argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -170,8 +170,9 @@ def decide_scope(
     roots = paths_from_root_uris(root_uris or ())
     narrowed = _narrow(roots, allowed)
     warnings: tuple[str, ...] = ()
-    if roots and not narrowed:
-        shown = ", ".join(str(r) for r in roots[:3])
+    ignored = [r for r in roots if not _narrow([r], allowed)]
+    if ignored:
+        shown = ", ".join(str(r) for r in ignored[:3])
         warnings = (
             f"ignored MCP roots outside the server's workspaces ({shown}): the server reads only "
             "its configured workspaces; start it with --workspace for that project",

@@ -24,6 +24,7 @@ from mcp_types import CallToolResult, ListRootsResult, ToolAnnotations
 from pydantic import Field
 
 from memory_core.errors import InvalidInputError, MemoirError
+from memory_core.input_limits import check_path_lengths, os_error_as_input_error
 from server.logging_setup import sanitize
 from server.mcp_app import engines, shaping
 from server.mcp_app.auth import grant_for
@@ -47,11 +48,7 @@ from server.mcp_app.schemas import (
     UpsertOutput,
 )
 from server.mcp_app.scoping import ScopeDecision, require_write_scope
-from server.mcp_app.upsert_checks import (
-    check_path_lengths,
-    raise_if_nothing_loaded,
-    readable_base,
-)
+from server.mcp_app.upsert_checks import raise_if_nothing_loaded, readable_base
 
 __all__ = ["DEFAULT_TOOLS", "EXTRA_TOOLS", "register_tools"]
 
@@ -146,6 +143,10 @@ class ToolHost:
                         result = await on_timeout(memoir, (time.perf_counter() - started) * 1000)
         except MemoirError as error:
             return finish_result(error_result(error, tool=tool), decision, health)
+        except OSError as exc:  # a path the file system refused (name too long, …)
+            return finish_result(
+                error_result(os_error_as_input_error(exc), tool=tool), decision, health
+            )
         log.info(
             "tool call",
             tool=tool,

@@ -1,32 +1,17 @@
-"""Checks around ``upsert_markdown``: bounded paths, files only from readable folders, and an
-error (not a success) when nothing could be loaded."""
+"""Checks around ``upsert_markdown``: files only from readable folders, and an error (not a
+success) when nothing could be loaded."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_core.errors import InvalidInputError, LimitExceededError, PathNotAllowedError
+from memory_core.errors import InvalidInputError, PathNotAllowedError
 from server.mcp_app.scoping import ScopeDecision
 
-__all__ = ["check_path_lengths", "raise_if_nothing_loaded", "readable_base"]
+__all__ = ["raise_if_nothing_loaded", "readable_base"]
 
 _SHOWN_FAILURES = 5
-
-
-def check_path_lengths(paths: Sequence[str], limit: int) -> None:
-    """Raises:
-    LimitExceededError: a path longer than ``limits.path_chars``.
-    """
-    for path in paths:
-        if len(path) > limit:
-            raise LimitExceededError(
-                f"path {path[:60]!r}… has too many characters",
-                value=len(path),
-                limit=limit,
-                setting="limits.path_chars",
-            )
 
 
 def readable_base(decision: ScopeDecision) -> Path:

@@ -73,9 +73,7 @@ def test_loopback_refuses_a_foreign_host_and_origin(loopback: RunningServer) -> 
     # What the server names itself, and what the operator added, pass the guard.
     assert http_get(f"{loopback.base}/healthz", {"Host": f"localhost:{port}"}).status == 200
     assert http_get(f"{loopback.base}/healthz", {"Host": "memoir.internal:443"}).status == 200
-    ok = http_get(
-        f"{loopback.base}/healthz", {"Origin": "https://console.example.org"}
-    )
+    ok = http_get(f"{loopback.base}/healthz", {"Origin": "https://console.example.org"})
     assert ok.status == 200
 
 

@@ -51,9 +51,7 @@ class Team:
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Team, RunningServer]]:
     root = tmp_path_factory.mktemp("team")
     team = Team(root)
-    server = start_http_server(
-        root, "http", workspaces=(team.alpha, team.beta), config=team.config
-    )
+    server = start_http_server(root, "http", workspaces=(team.alpha, team.beta), config=team.config)
     try:
         anyio.run(_load, team, server)
         yield team, server
@@ -132,7 +130,9 @@ async def test_a_token_reads_only_its_own_project_whatever_roots_it_claims(
                     "query_directives", {"task": "store a database password and an API secret"}
                 )
                 rules = await client.call_tool("list_rules", {})
-                found = await client.call_tool("query", {"question": "what is the launch code name?"})
+                found = await client.call_tool(
+                    "query", {"question": "what is the launch code name?"}
+                )
                 searched = await client.call_tool("search", {"text": "Quasar Lantern"})
                 detected = await client.call_tool("detect_context", {"task": "rotate secrets"})
             for result in (answer, rules, searched, detected):
@@ -166,9 +166,9 @@ async def test_resources_and_prompts_stay_in_the_callers_project(
     assert "memoir://rules/api-design" in uris and "memoir://rules/security-secrets" not in uris
     assert "HTTP API Design" in _everything(own)
     assert "Quasar" not in _everything(categories)
-    assert "Secrets Management" not in _everything(prompt) and "security-secrets" not in _everything(
+    assert "Secrets Management" not in _everything(
         prompt
-    )
+    ) and "security-secrets" not in _everything(prompt)
 
 
 async def test_writes_cannot_read_files_outside_the_tokens_project(

@@ -109,7 +109,9 @@ def http_get(url: str, headers: dict[str, str] | None = None, method: str = "GET
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return HttpAnswer(
-                response.status, {k.lower(): v for k, v in response.headers.items()}, response.read().decode()
+                response.status,
+                {k.lower(): v for k, v in response.headers.items()},
+                response.read().decode(),
             )
     except urllib.error.HTTPError as error:
         return HttpAnswer(
