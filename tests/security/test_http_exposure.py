@@ -81,7 +81,7 @@ def test_loopback_refuses_a_foreign_host_and_origin(loopback: RunningServer) -> 
 def test_a_network_address_checks_host_origin_then_the_token(
     network: tuple[RunningServer, Token],
 ) -> None:
-    server, token = network
+    server, _ = network
     port = server.base.rsplit(":", 1)[1]
     assert _post(server.mcp_url, Host=f"evil.example:{port}") == 421
     assert _post(server.mcp_url, Origin="https://evil.example") == 403
