@@ -7,7 +7,8 @@ It knows everything :func:`rules_parser.find_secrets` knows (provider-shaped key
 - **private-key blocks**, whatever their body (even a short or elided one), up to the END line
   or, when it is missing, the end of the text;
 - **bearer credentials** (``Authorization: Bearer …``, ``Basic …``, ``token …``);
-- **unquoted assignments** (``API_KEY=…`` as in a ``.env`` file);
+- **assignments** quoted, unquoted (``API_KEY=…`` as in a ``.env`` file) or JSON-escaped
+  (``\\"…\\"`` inside an export line);
 - **high-entropy strings**: 32+ characters of a token alphabet mixing upper case, lower case
   and digits, or the 40-character base64 shape of a cloud secret key, above 4 bits of entropy
   per character. Lower-case hex (hashes, ids, commit SHAs) and words never qualify.
@@ -47,10 +48,11 @@ _PRIVATE_KEY = re.compile(
 _BEARER = re.compile(
     r"(?i)\b(?:bearer|basic|token)(?:\s+|\s*[:=]\s*)(?P<value>[A-Za-z0-9\-._~+/]{16,}=*)"
 )
-_UNQUOTED_ASSIGNMENT = re.compile(
+# Quoted, unquoted (.env style) and JSON-escaped (\"…\" inside an export line) assignments.
+_ASSIGNMENT = re.compile(
     r"(?i)(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|"
-    r"access[_-]?token|client[_-]?secret|private[_-]?key)\w*\s*[:=]\s*"
-    r"(?P<value>[^\s\"'`,;\]\)\}]{8,200})"
+    r"access[_-]?token|client[_-]?secret|private[_-]?key)\w*\\?[\"']?\s*(?::=|=>|[:=])\s*"
+    r"\\?[\"'`]?(?P<value>[^\s\"'`,;\\\]\)\}]{8,200})"
 )
 _TOKEN_RUN = re.compile(r"(?<![A-Za-z0-9_\-+=])[A-Za-z0-9_\-+]{32,}={0,2}(?![A-Za-z0-9_\-+=])")
 _BASE64_40 = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
@@ -100,7 +102,7 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
         (f.start, f.end, f.kind) for f in find_secrets(text) if f.kind != "private_key"
     ]
     spans += [(m.start(), m.end(), "private_key") for m in _PRIVATE_KEY.finditer(text)]
-    for pattern, kind in ((_BEARER, "bearer_token"), (_UNQUOTED_ASSIGNMENT, "credential")):
+    for pattern, kind in ((_BEARER, "bearer_token"), (_ASSIGNMENT, "credential")):
         for match in pattern.finditer(text):
             if _credential_value(match.group("value")):
                 spans.append((match.start("value"), match.end("value"), kind))
