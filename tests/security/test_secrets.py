@@ -212,7 +212,7 @@ def test_no_rest_route_returns_a_secret(
 def test_no_cli_output_or_export_shows_a_secret(
     store: tuple[RunningServer, Token, Path, list[str]],
 ) -> None:
-    server, _, project, cli_logs = store
+    _, _, project, cli_logs = store
     root = project.parent
     outputs = list(cli_logs)
     for args in (
