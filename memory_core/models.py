@@ -323,10 +323,11 @@ class StoreHealth:
 
     ``status``: ``ok``; ``unchecked`` (the check ran out of its time budget: a large store);
     ``corrupt`` (writes refused); ``replaced`` (the file was deleted or replaced under the open
-    store: writes refused, they would be lost); ``unknown`` (a backend without these checks).
+    store: writes refused, they would be lost); ``read_only`` (a read-only file system or no
+    write permission: writes refused); ``unknown`` (a backend without these checks).
     """
 
-    status: Literal["ok", "unchecked", "corrupt", "replaced", "unknown"]
+    status: Literal["ok", "unchecked", "corrupt", "replaced", "read_only", "unknown"]
     detail: str = ""
     checked_at: str | None = None
     hint: str | None = None

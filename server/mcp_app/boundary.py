@@ -4,7 +4,8 @@
   ``io.memoir/scope_source``: metadata costs no tokens in the tool list), with a warning the
   model reads when the client's roots were ignored;
 - the store's health is reported (``io.memoir/store``: ``ok``, ``unchecked``, ``corrupt``,
-  ``replaced``), and a store that cannot be trusted adds a warning the model reads;
+  ``replaced``, ``read_only``), and a store that cannot keep writes adds a warning the model
+  reads;
 - every string is redacted (:mod:`memory_core.redaction`): a key ingested by mistake, or named
   in a rule's title, does not come back out.
 """

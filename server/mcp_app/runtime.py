@@ -204,11 +204,12 @@ def refuse_unwritable(health: StoreHealth) -> None:
         DatabaseUnavailableError: the file was deleted or replaced under the server.
         DatabaseCorruptError: the store failed its integrity check.
     """
-    if health.status == "replaced":
+    if health.status in ("replaced", "read_only"):
         raise DatabaseUnavailableError(health.detail, hint=health.hint)
     if health.status == "corrupt":
         raise DatabaseCorruptError(
-            f"refusing to write into a corrupt store: {health.detail}", hint=health.hint
+            f"refusing to write: the store failed its integrity check ({health.detail})",
+            hint=health.hint,
         )
 
 

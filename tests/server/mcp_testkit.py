@@ -143,6 +143,7 @@ def start_http_server(
     extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     config: Path | None = None,
+    wrapper: tuple[str, ...] = (),
 ) -> RunningServer:
     """``memoir serve --transport http|sse`` on a free port; returns once uvicorn reports it is
     listening (bounded wait on its log line, no polling). The server may read ``workspaces``
@@ -162,7 +163,7 @@ def start_http_server(
         config=config,
     )
     process = subprocess.Popen(
-        command,
+        [*wrapper, *command],
         env=server_env(**(env or {})),
         cwd=workdir,
         stderr=subprocess.PIPE,

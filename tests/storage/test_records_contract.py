@@ -246,20 +246,31 @@ async def test_structured_selects_order_page_and_count(store: Store, scope: Scop
 
     res = await store.write(
         lambda tx: [
-            tx.resources.add(resource(scope, f"d{i}", f"docs/{name}.md", mtime=f"2026-0{i + 1}-01", size=10))
+            tx.resources.add(
+                resource(scope, f"d{i}", f"docs/{name}.md", mtime=f"2026-0{i + 1}-01", size=10)
+            )
             for i, name in enumerate(["b", "a", "c"])
         ]
     )
     await store.write(
         lambda tx: tx.items.add(
             [
-                NewItem(uid=f"i{n}", kind="chunk", text="x " * (n + 1), token_count=n + 1, scope=scope, resource_id=res[n % 3])
+                NewItem(
+                    uid=f"i{n}",
+                    kind="chunk",
+                    text="x " * (n + 1),
+                    token_count=n + 1,
+                    scope=scope,
+                    resource_id=res[n % 3],
+                )
                 for n in range(6)
             ]
         )
     )
     ids, total = await store.read(
-        lambda tx: tx.items.select(scope, kinds=["chunk"], order_by="item.token_count", descending=True, limit=2, offset=1)
+        lambda tx: tx.items.select(
+            scope, kinds=["chunk"], order_by="item.token_count", descending=True, limit=2, offset=1
+        )
     )
     items = await store.read(lambda tx: tx.items.get(ids))
     assert total == 6 and [items[i].token_count for i in ids] == [5, 4]
@@ -269,13 +280,19 @@ async def test_structured_selects_order_page_and_count(store: Store, scope: Scop
     assert total_a == 2 and len(only_a) == 2
     docs, docs_total = await store.read(
         lambda tx: tx.resources.select(
-            scope, kinds=["document"], item_kinds=["chunk"], where=Compare("item.token_count", ">=", 5), order_by="resource.uri"
+            scope,
+            kinds=["document"],
+            item_kinds=["chunk"],
+            where=Compare("item.token_count", ">=", 5),
+            order_by="resource.uri",
         )
     )
     found = await store.read(lambda tx: tx.resources.get(docs))
     assert docs_total == 2 and [found[d].uri for d in docs] == ["docs/a.md", "docs/c.md"]
     by_max, _ = await store.read(
-        lambda tx: tx.resources.select(scope, item_kinds=["chunk"], order_by="item.token_count", descending=True)
+        lambda tx: tx.resources.select(
+            scope, item_kinds=["chunk"], order_by="item.token_count", descending=True
+        )
     )
     assert by_max == [res[2], res[1], res[0]]  # largest chunk of each: 6, 5, 4
     totals = await store.read(lambda tx: tx.items.totals(scope, kinds=["chunk"]))

@@ -43,6 +43,7 @@ from memory_core.models import StoreHealth, utc_now
 from memory_core.redaction import redact_text
 from memory_core.storage.sqlite import privacy
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension, select_driver
+from memory_core.storage.sqlite.health import read_only_reason
 from memory_core.storage.sqlite.migrate import apply_pending
 from memory_core.storage.url import DatabaseURL
 
@@ -322,7 +323,7 @@ class SqliteDatabase:
         if self._integrity.status != "corrupt":
             log.error("store failed its integrity check", path=str(self.path), detail=detail[:300])
         self._integrity = StoreHealth(
-            "corrupt", detail[:500], utc_now(), hint=recovery_hint(self.path)
+            "corrupt", f"quick_check: {detail[:500]}", utc_now(), hint=recovery_hint(self.path)
         )
 
     async def _check_if_due(self) -> None:
@@ -331,11 +332,29 @@ class SqliteDatabase:
         if interval > 0 and (self._checked_mono is None or now - self._checked_mono >= interval):
             await self.check_integrity(PERIODIC_CHECK_BUDGET_S)
 
+    def read_only_problem(self) -> MemoirError | None:
+        """Why writes would fail, when the file or its folder cannot be written."""
+        if self.path is None:
+            return None
+        reason = read_only_reason(self.path)
+        if reason is None:
+            return None
+        return DatabaseUnavailableError(
+            f"the database {self.path} is read-only ({reason}); writes are refused, what is "
+            "stored stays readable",
+            hint="remount the file system read-write, or give this user write permission on "
+            "the file and its folder, then retry",
+            details={"path": str(self.path), "read_only": reason},
+        )
+
     async def health(self) -> StoreHealth:
         """The file and integrity status (the integrity check runs again when it is due)."""
         problem = self.file_problem()
         if problem is not None:
             return StoreHealth("replaced", problem.message, utc_now(), hint=problem.hint)
+        read_only = self.read_only_problem()
+        if read_only is not None:
+            return StoreHealth("read_only", read_only.message, utc_now(), hint=read_only.hint)
         if self.is_open:
             await self._check_if_due()
         return self._integrity
@@ -394,7 +413,7 @@ class SqliteDatabase:
             DatabaseUnavailableError: the file was deleted or replaced under the open store.
             DatabaseCorruptError: the store failed its integrity check.
         """
-        problem = self.file_problem()
+        problem = self.file_problem() or self.read_only_problem()
         if problem is not None:
             raise problem
         await self._check_if_due()
