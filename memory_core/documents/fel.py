@@ -112,7 +112,7 @@ def syntax_error(
         line=token.line,
         column=token.column,
         expected=expected,
-        hint=hint,
+        hint=hint or f"write {expected} at that position (the grammar is in docs/search.md)",
     )
 
 
