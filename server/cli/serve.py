@@ -36,7 +36,12 @@ def _free_port(host: str) -> int:
 
 
 def _print_config(
-    transport: str, host: str, port: int, db: str | None, workspace: str | None
+    transport: str,
+    host: str,
+    port: int,
+    db: str | None,
+    workspace: str | None,
+    token_env: str | None = None,
 ) -> None:
     from server.mcp_app.client_config import (
         claude_code_command,
@@ -54,8 +59,13 @@ def _print_config(
     url = http_url(host, port, transport)
     click.echo(f"memoir MCP server ({transport}) at {url}", err=True)
     click.echo("Client configuration (Cursor, Cline, Claude Code .mcp.json):", err=True)
-    click.echo(mcp_servers_json(http_entry(url, transport=transport)), err=True)
-    click.echo(f"Claude Code: {claude_code_command(url=url, transport=transport)}", err=True)
+    click.echo(
+        mcp_servers_json(http_entry(url, transport=transport, token_env=token_env)), err=True
+    )
+    click.echo(
+        f"Claude Code: {claude_code_command(url=url, transport=transport, token_env=token_env)}",
+        err=True,
+    )
     click.echo(
         f"MCP Inspector: npx @modelcontextprotocol/inspector --cli {url} "
         f"--transport {transport} --method tools/list",
@@ -178,7 +188,15 @@ def register(cli: click.Group) -> None:
         runtime = MemoirRuntime(settings, state.db, scope_defaults=defaults)
         app = build_server(runtime, version=_version())
         if print_config:
-            _print_config(cfg.transport, cfg.host, cfg.port, state.db, cfg.workspace)
+            authenticated = bool(cfg.auth.tokens) or cfg.auth.oauth is not None
+            _print_config(
+                cfg.transport,
+                cfg.host,
+                cfg.port,
+                state.db,
+                cfg.workspace,
+                token_env="MEMOIR_TOKEN" if authenticated else None,
+            )
         try:
             anyio.run(lambda: run_server(app, runtime, cfg.transport, host=cfg.host, port=cfg.port))
         except KeyboardInterrupt:  # a second Ctrl-C during the drain
