@@ -28,7 +28,7 @@ from server.mcp_app.tools import DEFAULT_TOOLS, EXTRA_TOOLS
 
 _WAIT_S = 60
 SEEDED_FACT = "The nightly backup runs at 02:30 UTC to the Frankfurt bucket."
-EXAMPLES = 18
+EXAMPLES = 25
 
 # Strings that have broken servers before: traversal, absolute paths, huge names, control
 # characters, filter syntax, unicode, and empty or blank text.
@@ -69,7 +69,7 @@ def _value_for(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     if "boolean" in kinds:
         options.append(st.booleans())
     if "array" in kinds:
-        options.append(st.lists(_TEXT, max_size=4))
+        options += [st.lists(_TEXT, max_size=4), st.lists(_NASTY, min_size=1, max_size=3)]
     if "enum" in schema:
         options.append(st.sampled_from([v for v in schema["enum"] if v is not None] or [None]))
     return st.one_of(options)
@@ -139,12 +139,28 @@ def _check(tool: Any, arguments: dict[str, Any], outcome: Any) -> None:
         jsonschema.validate(outcome.structured_content, tool.output_schema)
 
 
+# Inputs that crashed or misled the server before (issue 14), replayed before the generated ones.
+_KNOWN_HOSTILE: dict[str, list[dict[str, Any]]] = {
+    "upsert_markdown": [
+        {"paths": ["b" * 300]},
+        {"paths": ["a/" * 2500]},
+        {"paths": ["/etc/passwd", "../../outside.md"]},
+    ],
+    "query_directives": [{"task": "add a form", "budget": 100}, {"task": "x" * 20000}],
+    "ingest": [{"text": "\x00" * 10}, {"text": "note", "source": "s" * 5000}],
+    "query": [{"question": "(" * 3000}],
+    "search": [{"text": "NOT " * 5000}],
+}
+
+
 @pytest.mark.parametrize("name", [*DEFAULT_TOOLS, *EXTRA_TOOLS])
 def test_generated_arguments_never_crash_a_tool(
     connected: tuple[BlockingPortal, Client, dict[str, Any]], name: str
 ) -> None:
     portal, client, tools = connected
     tool = tools[name]
+    for arguments in _KNOWN_HOSTILE.get(name, []):
+        _check(tool, arguments, _call(portal, client, name, arguments))
 
     @settings(
         max_examples=EXAMPLES,
