@@ -38,7 +38,20 @@ BATCH = 200
 
 def corpus(n: int) -> tuple[list[str], np.ndarray]:
     rng = np.random.default_rng(14)
-    words = np.array("retry cache deploy schema token index query budget user request".split())
+    words = np.array(
+        [
+            "retry",
+            "cache",
+            "deploy",
+            "schema",
+            "token",
+            "index",
+            "query",
+            "budget",
+            "user",
+            "request",
+        ]
+    )
     texts = [" ".join(rng.choice(words, size=80)) + f" item{i}" for i in range(n)]
     vectors = rng.standard_normal((n, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -97,9 +110,7 @@ def main() -> None:
             for secure in (False, True):
                 got = anyio.run(run, Path(tmp) / f"{secure}-{r}.db", secure, texts, vectors)
                 prev = best.get(secure)
-                best[secure] = (
-                    got if prev is None else {k: min(v, prev[k]) for k, v in got.items()}
-                )
+                best[secure] = got if prev is None else {k: min(v, prev[k]) for k, v in got.items()}
     off, on = best[False], best[True]
     print(f"write   off {n / off['write_s']:8.0f} items/s   on {n / on['write_s']:8.0f} items/s")
     print(f"delete  off {n / off['delete_s']:8.0f} items/s   on {n / on['delete_s']:8.0f} items/s")

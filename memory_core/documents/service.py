@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from memory_core.documents import ingest, maintenance, querying, transfer
 from memory_core.documents.responses import (
@@ -183,11 +183,13 @@ class DocumentService:
             path = Path(out)
             with open_private_text(path) as handle:
                 report = await transfer.export_jsonl(
-                    self._ctx, RedactingWriter(handle), scope=scope
+                    self._ctx, cast(IO[str], RedactingWriter(handle)), scope=scope
                 )
             report.out = str(path)
             return report
-        return await transfer.export_jsonl(self._ctx, RedactingWriter(out), scope=scope)
+        return await transfer.export_jsonl(
+            self._ctx, cast(IO[str], RedactingWriter(out)), scope=scope
+        )
 
     async def import_(
         self, source: IO[str] | Iterable[str] | str | Path, *, scope: str

@@ -93,7 +93,7 @@ def _memoir(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_generated_command_lines_end_cleanly(workdir: Path) -> None:
     @settings(
-        max_examples=24,
+        max_examples=12,
         deadline=None,
         derandomize=True,
         database=None,
