@@ -4,23 +4,31 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements.lock
 RUN_DIR ?= .memoir
 HOST ?= 127.0.0.1
 PORT ?= 8765
 
 .DEFAULT_GOAL := help
-.PHONY: help install run serve test test-fast check format lint typecheck imports bench bench-quick clean
+.PHONY: help install lock run serve test test-fast check format lint typecheck imports bench bench-quick clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# The versions CI tested: requirements.lock pins every dependency; memoir itself goes on top.
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,mysql]'
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install memoir with its dev tools
+install: $(STAMP) ## Create .venv and install memoir with the locked dependencies and dev tools
+
+lock: ## Re-resolve requirements.lock from pyproject.toml (after changing a dependency)
+	@test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra postgres --extra mysql \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 --quiet -o $(LOCK)
 
 run: install ## Create a store in .memoir/, load sample_rules/, serve MCP over streamable HTTP
 	$(BIN)/memoir init $(RUN_DIR)
@@ -46,7 +54,7 @@ lint: install ## Format check and lint
 typecheck: install ## Type check the three packages
 	$(BIN)/mypy
 
-imports: install ## Check the import-layer contract (server -> memory_core -> rules_parser)
+imports: install ## Check the import contracts (package layers, core layers, backends)
 	$(BIN)/lint-imports
 
 check: lint typecheck imports test ## Everything CI should be happy with

@@ -157,8 +157,8 @@ async def _open_store(backend: str, folder: Path) -> tuple[Any, Any]:
     if backend == "sqlite":
         from memory_core.config import load_settings
         from memory_core.embed import create_embedder
+        from memory_core.hierarchy.port_store import PortHierarchyStore as SqliteHierarchyStore
         from memory_core.service import Memoir
-        from memory_core.storage.sqlite.hierarchy import SqliteHierarchyStore
 
         memoir = await Memoir.open(
             f"sqlite:///{folder / 'bench.db'}",

@@ -39,6 +39,7 @@ from memory_core.config import load_settings
 from memory_core.embed import create_embedder
 from memory_core.hierarchy.store import NewChunk
 from memory_core.models import NewItem, content_hash, stable_id, utc_now
+from memory_core.scope import Scope
 from memory_core.service import Memoir
 from memory_core.storage.sqlite import items as item_sql
 from server.logging_setup import configure_logging
@@ -135,7 +136,12 @@ async def bench_ingest(
         vectors = await raw.embedder.embed_documents([r[0] for r in batch])
         items = [
             NewItem(
-                stable_id("raw", r[0]), "chunk", r[0], r[1], scope="bench", created_at=utc_now()
+                stable_id("raw", r[0]),
+                "chunk",
+                r[0],
+                r[1],
+                scope=Scope.of("bench"),
+                created_at=utc_now(),
             )
             for r in batch
         ]
@@ -202,7 +208,12 @@ async def bench_queries(memoir: Memoir, questions: list[str], budget: int) -> di
             # Baseline: one raw SELECT of the very rows the query returned.
             ids = [c.item_id for c in result.used_chunks]
             started = time.perf_counter()
-            await memoir.store.get_items(ids)
+            marks = ",".join("?" * len(ids))
+            await memoir.store.db.read(  # type: ignore[attr-defined]
+                lambda conn, i=ids, m=marks: conn.execute(
+                    f"SELECT item_id, text FROM item WHERE item_id IN ({m})", i
+                ).fetchall()
+            )
             baseline.append(time.perf_counter() - started)
         out[strategy] = {
             "non_model_ms": statistics.median(latencies) * 1000,

@@ -29,14 +29,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memory_core.config import load_settings  # noqa: E402
+from memory_core.documents import persistence  # noqa: E402
 from memory_core.documents.records import CHUNK_KIND, NewDocument  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
 from memory_core.models import NewItem, stable_id  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
-from memory_core.storage.sqlite import documents as doc_sql  # noqa: E402
 
 DIM = 384
 PER_DOC = 10
+SCOPE = Scope.of("bench")
 
 
 def words(rng: random.Random, n: int) -> str:
@@ -50,14 +52,14 @@ def prepared(chunks: int) -> list[tuple[NewDocument, list[NewItem], np.ndarray]]
     batches = []
     for d in range(chunks // PER_DOC):
         doc_id = stable_id("ingest", d)
-        doc = NewDocument(doc_id, "bench", f"/c/{d}.md", doc_id, None, 1, ("t",), None)
+        doc = NewDocument(doc_id, SCOPE, f"/c/{d}.md", doc_id, None, 1, ("t",), None)
         items = [
             NewItem(
                 stable_id(doc_id, c),
                 CHUNK_KIND,
                 words(rng, 60),
                 60,
-                "bench",
+                SCOPE,
                 start_offset=c,
                 end_offset=c + 1,
             )
@@ -74,14 +76,14 @@ def raw_insert(
 ) -> None:
     conn.execute(
         "INSERT INTO resource (uid, scope, kind, uri, content_hash, created_at, updated_at) VALUES (?,?,?,?,?,?,?)",
-        (doc.doc_id, doc.scope, "document", doc.path, doc.content_hash, "t", "t"),
+        (doc.doc_id, doc.scope.key, "document", doc.path, doc.content_hash, "t", "t"),
     )
     ids = range(base, base + len(items))
     conn.executemany(
         "INSERT INTO item (item_id, uid, scope, kind, text, content_hash, token_count, created_at, updated_at) "
         "VALUES (?,?,?,?,?,?,?,?,?)",
         [
-            (i, it.uid, it.scope, it.kind, it.text, "h", it.token_count, "t", "t")
+            (i, it.uid, it.scope.key, it.kind, it.text, "h", it.token_count, "t", "t")
             for i, it in zip(ids, items, strict=True)
         ],
     )
@@ -91,7 +93,10 @@ def raw_insert(
     )
     conn.executemany(
         "INSERT INTO item_vec(item_id, scope, kind, embedding) VALUES (?,?,?,?)",
-        [(i, it.scope, it.kind, v.tobytes()) for i, it, v in zip(ids, items, vectors, strict=True)],
+        [
+            (i, it.scope.key, it.kind, v.tobytes())
+            for i, it, v in zip(ids, items, vectors, strict=True)
+        ],
     )
 
 
@@ -107,10 +112,12 @@ async def store_only(chunks: int) -> None:
     batches = prepared(chunks)
     with tempfile.TemporaryDirectory() as tmp:
         memoir = await open_store(Path(tmp) / "ours.db")
-        db = memoir.store.db  # type: ignore[attr-defined]
+        store = memoir.store
         started = time.perf_counter()
         for doc, items, vectors in batches:
-            await db.write(doc_sql.replace_document, doc, items, vectors)
+            await store.write(
+                lambda tx, d=doc, i=items, v=vectors: persistence.replace_document(tx, d, i, v)  # type: ignore[misc]
+            )
         ours = time.perf_counter() - started
         await memoir.close()
         base_store = await open_store(Path(tmp) / "raw.db")

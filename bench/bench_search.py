@@ -33,21 +33,22 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memory_core.config import load_settings  # noqa: E402
+from memory_core.config import SearchSettings, load_settings  # noqa: E402
+from memory_core.documents import persistence  # noqa: E402
 from memory_core.documents.fel import parse_filter  # noqa: E402
 from memory_core.documents.querying import run_search  # noqa: E402
 from memory_core.documents.records import CHUNK_KIND, NewDocument  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
 from memory_core.models import NewItem, stable_id  # noqa: E402
-from memory_core.retrieval.hybrid import search  # noqa: E402
+from memory_core.retrieval.engine import SearchEngine, SearchRequest  # noqa: E402
 from memory_core.retrieval.packer import PackCandidate, pack  # noqa: E402
-from memory_core.retrieval.vector_cache import vector_cache_for  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
-from memory_core.storage.sqlite import documents as doc_sql  # noqa: E402
-from memory_core.storage.sqlite.doc_filters import compile_filter  # noqa: E402
+from memory_core.storage import open_store  # noqa: E402
+from memory_core.storage.sqlite.filter_sql import compile_filter  # noqa: E402
 from memory_core.tokens import create_token_counter  # noqa: E402
 
-SCOPE = "bench"
+SCOPE = Scope.of("bench")
 DIM = 384
 K = 10
 CHUNKS_PER_DOC = 10
@@ -77,7 +78,6 @@ async def build_corpus(memoir: Memoir, chunks: int, rng: random.Random, words: l
     weights = zipf_weights(len(words))
     docs = chunks // CHUNKS_PER_DOC
     np_rng = np.random.default_rng(7)
-    db = memoir.store.db  # type: ignore[attr-defined]
     started = time.perf_counter()
     for d in range(docs):
         tags = ["t1", "t10"] if d % 100 == 0 else (["t10"] if d % 10 == 0 else ["all"])
@@ -109,7 +109,9 @@ async def build_corpus(memoir: Memoir, chunks: int, rng: random.Random, words: l
             )
         vectors = np_rng.standard_normal((len(items), DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        await db.write(doc_sql.replace_document, doc, items, vectors)
+        await memoir.store.write(
+            lambda tx, d=doc, i=items, v=vectors: persistence.replace_document(tx, d, i, v)  # type: ignore[misc]
+        )
     return time.perf_counter() - started
 
 
@@ -126,7 +128,7 @@ async def timed(fn: Callable[[], Awaitable[Any]], repeats: list[float]) -> Any:
 
 
 def baseline_sql(
-    conn: Any, kind: str, query: str, vector: bytes, flt: tuple[str, list[Any]] | None
+    conn: Any, kind: str, query: str, vector: bytes, flt: tuple[str, tuple[Any, ...]] | None
 ) -> list[Any]:
     terms = " OR ".join(f'"{t}"' for t in query.split())
     if kind == "lexical":
@@ -184,35 +186,37 @@ async def latency(size: int, queries_per_kind: int) -> None:
             )
             ctx = memoir.context
             db = memoir.store.db  # type: ignore[attr-defined]
-            # vec0 alone (what a one-shot CLI call gets) against the in-process matrix (a server).
-            cold_ctx = dataclasses.replace(
-                ctx,
-                settings=load_settings(
-                    {"search": {"fusion": "rrf", "vector_cache": False}}, cwd=Path(tmp), environ={}
-                ),
-                extras={},
-            )
+            # vec0 alone (what a one-shot CLI call gets) against the in-process matrix (a server):
+            # a second store on the same file with the matrix turned off.
+            no_cache = SearchSettings(fusion="rrf", vector_cache=False)
+            cold_store = await open_store(f"sqlite:///{tmp}/bench.db", search=no_cache)
+            cold_engine = SearchEngine(cold_store, ctx.embedder, no_cache)
             cold: list[float] = []
             for query in make_queries(rng, words, 2, queries_per_kind):
                 await timed(
-                    lambda q=query: search(
-                        cold_ctx, q, scope=SCOPE, kinds=(CHUNK_KIND,), k=K, mode="semantic"
+                    lambda q=query: cold_engine.search(
+                        SearchRequest(q, SCOPE, (CHUNK_KIND,), K, mode="semantic")
                     ),
                     cold,
                 )
+            await cold_store.close()
             print(
                 f"semantic via vec0 only (no vector cache): p50 {pct(cold, 0.5):.2f} ms, p95 {pct(cold, 0.95):.2f} ms"
             )
             if size >= settings.search.vector_cache_min_items:
                 started = time.perf_counter()
-                await vector_cache_for(ctx).warm(ctx, SCOPE, (CHUNK_KIND,))  # type: ignore[union-attr]
+                await memoir.store.prepare_vectors(SCOPE, [CHUNK_KIND])
                 print(
                     f"vector cache warmed in {time.perf_counter() - started:.1f} s (rows below use it)"
                 )
             filters = {
                 "none": None,
-                "10%": compile_filter(parse_filter("doc.tag = 't10'")),
-                "1%": compile_filter(parse_filter("doc.tag = 't1'")),
+                "10%": parse_filter("doc.tag = 't10'"),
+                "1%": parse_filter("doc.tag = 't1'"),
+            }
+            sql_of = {
+                label: None if f is None else (compile_filter(f).sql, compile_filter(f).params)
+                for label, f in filters.items()
             }
             print(
                 f"{'query':22s} {'filter':6s} {'ours p50':>9s} {'ours p95':>9s} {'base p50':>9s} {'base p95':>9s} {'p95 ratio':>9s}  results"
@@ -234,21 +238,15 @@ async def latency(size: int, queries_per_kind: int) -> None:
                         shortfalls = 0
                         for query in queries:
                             outcome = await timed(
-                                lambda q=query, m=mode, f=flt: search(
-                                    ctx,
-                                    q,
-                                    scope=SCOPE,
-                                    kinds=(CHUNK_KIND,),
-                                    k=K,
-                                    mode=m,
-                                    filter_sql=f,
+                                lambda q=query, m=mode, f=flt: ctx.engine.search(
+                                    SearchRequest(q, SCOPE, (CHUNK_KIND,), K, mode=m, where=f)
                                 ),  # type: ignore[arg-type]
                                 ours,
                             )
                             if mode != "lexical" and len(outcome.hits) < K:
                                 shortfalls += 1
                             await timed(
-                                lambda q=query, b=base_kind, f=flt, v=vectors: db.read(
+                                lambda q=query, b=base_kind, f=sql_of[label], v=vectors: db.read(
                                     lambda conn: baseline_sql(conn, b, q, v[q], f)
                                 ),
                                 base,
@@ -354,7 +352,9 @@ async def quality(limit: int | None) -> None:
                 )
                 r1 = r10 = mrr = 0.0
                 for record in records:
-                    response = await run_search(ctx, record["query"], scope="q", k=30, mode=mode)  # type: ignore[arg-type]
+                    response = await run_search(
+                        ctx, record["query"], scope=Scope.of("q"), k=30, mode=mode
+                    )  # type: ignore[arg-type]
                     docs: list[str] = []
                     for result in response.results or []:
                         if result.doc and result.doc.path not in docs:
@@ -392,7 +392,7 @@ async def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in (args.sizes or ("10000" if args.quick else "10000,100000")).split(",")]
     print(
-        "# bench_search: ours = memory_core.retrieval.hybrid.search; base = raw SQLite in the same process"
+        "# bench_search: ours = memory_core.retrieval.engine.SearchEngine; base = raw SQLite in the same process"
     )
     for size in sizes:
         await latency(size, 20 if args.quick else 40)

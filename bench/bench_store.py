@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
 from memory_core.models import NewItem, content_hash, stable_id  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 from memory_core.storage.sqlite.driver import load_vec_extension, select_driver  # noqa: E402
 from memory_core.storage.sqlite.meta import create_vector_table  # noqa: E402
@@ -130,14 +131,15 @@ async def memoir_insert(path: Path, texts: list[str], vectors: np.ndarray, batch
             kind="chunk",
             text=t,
             token_count=60,
-            scope="s",
+            scope=Scope.of("s"),
             content_hash=content_hash(t),
         )
         for i, t in enumerate(texts)
     ]
     started = time.perf_counter()
     for start in range(0, len(items), batch):
-        await memoir.store.add_items(items[start : start + batch], vectors[start : start + batch])
+        part, rows = items[start : start + batch], vectors[start : start + batch]
+        await memoir.store.write(lambda tx, p=part, r=rows: tx.items.add(p, r))  # type: ignore[misc]
     took = time.perf_counter() - started
     await memoir.close()
     return took

@@ -166,6 +166,12 @@ class RedactingWriter(io.TextIOBase):
         super().__init__()
         self._target = target
 
+    @property
+    def target(self) -> IO[str]:
+        """The wrapped stream (for output that is redacted where it is made, such as backup
+        records whose base64 vectors must pass untouched)."""
+        return self._target
+
     def write(self, text: str) -> int:
         self._target.write(redact_text(text))
         return len(text)

@@ -26,7 +26,9 @@ __all__ = [
     "GLOBAL",
     "GLOBAL_SCOPE",
     "Scope",
+    "ScopeLike",
     "ScopeSchema",
+    "as_scope",
     "find_project_root",
     "is_never_a_project",
     "project_scope",
@@ -159,6 +161,18 @@ class Scope:
 
 
 GLOBAL = Scope.of(GLOBAL_SCOPE)
+
+ScopeLike = Scope | str
+"""What the public API accepts: a :class:`Scope`, or one value of the default schema."""
+
+
+def as_scope(value: ScopeLike) -> Scope:
+    """``value`` as a :class:`Scope` (validated when given as a string).
+
+    Raises:
+        InvalidInputError: an invalid scope string.
+    """
+    return value if isinstance(value, Scope) else Scope.of(value)
 
 
 def is_never_a_project(folder: Path, *, home: Path | None = None) -> bool:

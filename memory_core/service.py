@@ -1,34 +1,41 @@
 """The facade applications use: :class:`Memoir` (async) and :class:`MemoirSync`.
 
-The facade owns the open store, the embedder and the token counter, and hands them to the
-feature services (documents, rules, hierarchy) as one explicit :class:`CoreContext`. Adapters
-(CLI, MCP server, REST) talk to this class only.
+The facade is the composition root of the core: it opens the store for a URL, binds the
+embedder and the token counter, and hands them to the feature services (documents, rules,
+hierarchy) as one explicit :class:`~memory_core.context.CoreContext`. Adapters (CLI, MCP
+server, REST) talk to this class only.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-import numpy as np
 import structlog
 
 from memory_core.config import DEFAULT_DB_FILENAME, Settings, load_settings
-from memory_core.errors import ConfigError, EmbeddingError, MemoirError
+from memory_core.context import CoreContext
+from memory_core.errors import EmbeddingError, InvalidInputError, MemoirError, NotFoundError
 from memory_core.models import DoctorFinding, DoctorReport
-from memory_core.storage import Store, create_store, parse_database_url
+from memory_core.scope import ScopeLike, as_scope
+from memory_core.storage import DatabaseURL, diagnose_url, open_store, parse_database_url
+from memory_core.storage.ports import Store
 
 if TYPE_CHECKING:
-    from memory_core.embed import Embedder
+    from memory_core.backup import BackupReport, RestoreReport
+    from memory_core.documents.responses import ImportReport
+    from memory_core.documents.service import DocumentService
+    from memory_core.embed.base import Embedder
+    from memory_core.hierarchy.results import IngestResult, QueryResult
+    from memory_core.hierarchy.service import HierarchyService
+    from memory_core.rules.service import RulesService
     from memory_core.tokens import TokenCounter
 
 __all__ = [
-    "CoreContext",
     "Memoir",
     "MemoirSync",
     "default_database_url",
@@ -37,6 +44,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+S = TypeVar("S")
 
 
 def default_database_url() -> str:
@@ -60,21 +69,6 @@ def resolve_database_url(settings: Settings, explicit: str | None = None) -> str
     if settings.config_file:
         return "sqlite:///" + str(Path(settings.config_file).parent.resolve() / DEFAULT_DB_FILENAME)
     return default_database_url()
-
-
-@dataclass
-class CoreContext:
-    """Everything a feature service needs, passed explicitly (no module-level singletons)."""
-
-    settings: Settings
-    store: Any  # the SqliteStore; None when the URL is PostgreSQL / MySQL (hierarchy only)
-    embedder: Embedder
-    tokens: TokenCounter
-    url: str
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    async def embed_texts(self, texts: list[str]) -> np.ndarray:
-        return await self.embedder.embed_documents(texts)
 
 
 class Memoir:
@@ -118,30 +112,28 @@ class Memoir:
             settings.embedding.model, dimension=settings.embedding.dimension
         )
         tokens = tokens or create_token_counter(settings.tokenizer)
-        if parsed.backend != "sqlite":
-            # PostgreSQL / MySQL serve the category hierarchy, which opens its own connection
-            # from ctx.url; the document, rules and memory features need the SQLite store.
-            log.debug("opened without a SQLite store", url=parsed.redacted())
-            return cls(CoreContext(settings, None, embedder, tokens, resolved))
-        store = create_store(parsed, settings.storage)
-        await store.open(create=create)
+        if parsed.backend == "sqlite":
+            store: Store = await open_store(
+                parsed, settings.storage, search=settings.search, create=create
+            )
+        else:
+            store = await _server_store(parsed, settings)
         try:
             if check_embedder:
                 await store.ensure_embedder(embedder.embedder_id, embedder.dimension)
         except BaseException:
             await store.close()
             raise
-        log.debug("store opened", url=parsed.redacted())
-        return cls(CoreContext(settings, store, embedder, tokens, resolved))
+        log.debug("store opened", url=parsed.redacted(), backend=store.backend)
+        return cls(CoreContext(settings, store, embedder, tokens))
 
     async def close(self) -> None:
-        # Feature services that hold their own connections (the hierarchy on PostgreSQL/MySQL)
-        # are closed first; a service that was never used was never created.
+        # Feature services holding connections of their own close first (TRANSITIONAL: the
+        # hierarchy's own PostgreSQL/MySQL store, until those backends implement the ports).
         hierarchy = self.__dict__.get("hierarchy")
-        if hierarchy is not None and hasattr(hierarchy, "close"):
+        if hierarchy is not None:
             await hierarchy.close()
-        if self._ctx.store is not None:
-            await self._ctx.store.close()
+        await self._ctx.store.close()
 
     async def __aenter__(self) -> Memoir:
         return self
@@ -161,15 +153,6 @@ class Memoir:
 
     @property
     def store(self) -> Store:
-        return self._require_store()
-
-    def _require_store(self) -> Any:
-        if self._ctx.store is None:
-            raise ConfigError(
-                f"{parse_database_url(self._ctx.url).backend} stores serve the category hierarchy "
-                "only (ingest / ask / categories)",
-                hint="use a sqlite:///path URL for documents, rules, stats and re-embedding",
-            )
         return self._ctx.store
 
     @property
@@ -188,7 +171,7 @@ class Memoir:
 
     async def stats(self) -> dict[str, Any]:
         """Counts, sizes, embedder and library versions of the store."""
-        return (await self._require_store().stats()).as_dict()
+        return (await self._ctx.store.stats()).as_dict()
 
     async def doctor(self) -> DoctorReport:
         """Every health check, each with its fix."""
@@ -200,9 +183,8 @@ class Memoir:
         Returns:
             The number of items re-embedded.
         """
-        store = self._require_store()
         await self._ctx.embedder.ensure_loaded()
-        return await store.reembed(
+        return await self._ctx.store.reembed(
             self._ctx.embedder.embed_documents,
             self._ctx.embedder.embedder_id,
             self._ctx.embedder.dimension,
@@ -212,29 +194,98 @@ class Memoir:
     # -- feature services (imported on first use: the CLI pays only for what it runs) ----------
 
     @functools.cached_property
-    def documents(self) -> Any:
+    def documents(self) -> DocumentService:
         from memory_core.documents.service import DocumentService
 
         return DocumentService(self._ctx)
 
     @functools.cached_property
-    def rules(self) -> Any:
+    def rules(self) -> RulesService:
         from memory_core.rules.service import RulesService
 
         return RulesService(self._ctx)
 
     @functools.cached_property
-    def hierarchy(self) -> Any:
+    def hierarchy(self) -> HierarchyService:
         from memory_core.hierarchy.service import HierarchyService
 
         return HierarchyService(self._ctx)
 
+    # -- backups -------------------------------------------------------------------------------
+
+    async def export(
+        self, out: IO[str] | str | Path, *, scope: ScopeLike | None = None
+    ) -> BackupReport:
+        """Back up every kind of memory (of one scope, or all) as ``memoir-store/1`` JSONL to
+        a stream, or to a file created owner-only (0600)."""
+        from memory_core.backup import export_store, open_private
+
+        target = None if scope is None else as_scope(scope)
+        if isinstance(out, str | Path):
+            with open_private(Path(out)) as handle:
+                report = await export_store(self._ctx, handle, scope=target)
+            report.out = str(out)
+            return report
+        return await export_store(self._ctx, out, scope=target)
+
+    async def import_(
+        self, source: IO[str] | Iterable[str] | str | Path, *, scope: ScopeLike | None = None
+    ) -> RestoreReport | ImportReport:
+        """Restore a ``memoir export`` backup (a path or a stream of lines).
+
+        A backup of the whole store restores every row in its own scope; an older
+        documents-only export (``memoir-documents/1``) is imported into ``scope``.
+
+        Raises:
+            NotFoundError: the file does not exist.
+            InvalidInputError: not a memoir export, or a malformed line (named by number).
+        """
+        from memory_core.backup import import_store, is_store_backup
+
+        with ExitStack() as stack:
+            if isinstance(source, str | Path):
+                path = Path(source)
+                if not path.is_file():
+                    raise NotFoundError(
+                        f"no file {path}", hint="pass a file written by `memoir export`"
+                    )
+                lines: Iterator[str] = iter(stack.enter_context(path.open(encoding="utf-8")))
+            else:
+                lines = iter(source)
+            try:
+                first = next(lines, "")
+            except UnicodeDecodeError as exc:
+                raise InvalidInputError(
+                    f"{source} is not UTF-8 text", hint="pass a file written by `memoir export`"
+                ) from exc
+            rest = itertools.chain([first], lines)
+            if is_store_backup(first):
+                return await import_store(self._ctx, rest)
+            if scope is None:
+                raise InvalidInputError(
+                    "a documents-only export needs a scope to import into",
+                    hint="pass --scope (or import a backup written by this memoir's export)",
+                )
+            return await self.documents.import_(rest, scope=scope)
+
     # memoirAI's names for the hierarchy API (Requirement 6).
-    async def ingest_text(self, text: str, **kwargs: Any) -> Any:
+    async def ingest_text(self, text: str, **kwargs: Any) -> IngestResult:
         return await self.hierarchy.ingest_text(text, **kwargs)
 
-    async def query(self, question: str, **kwargs: Any) -> Any:
+    async def query(self, question: str, **kwargs: Any) -> QueryResult:
         return await self.hierarchy.query(question, **kwargs)
+
+
+async def _server_store(parsed: DatabaseURL, settings: Settings) -> Store:
+    # TRANSITIONAL: PostgreSQL and MySQL serve the category hierarchy through its own store
+    # until they implement every port; documents and rules then say they need SQLite.
+    from memory_core.errors import ConfigError
+    from memory_core.storage.hierarchy_only import HierarchyOnlyStore
+
+    try:
+        return await open_store(parsed, settings.storage, search=settings.search)
+    except ConfigError:
+        return cast(Store, HierarchyOnlyStore(parsed))
 
 
 async def diagnose(
@@ -245,11 +296,8 @@ async def diagnose(
     Never raises for a broken store: every problem becomes a finding with a fix.
     """
     from memory_core.embed import create_embedder
-    from memory_core.storage.sqlite.driver import select_driver
-    from memory_core.storage.sqlite.health import diagnose_file
 
     findings: list[DoctorFinding] = []
-    parsed = parse_database_url(url)
     if embedder is None:
         try:
             embedder = create_embedder(
@@ -257,28 +305,9 @@ async def diagnose(
             )
         except MemoirError as exc:
             findings.append(DoctorFinding("embedder", "error", exc.message, fix=exc.hint))
-    if parsed.backend == "sqlite":
-        try:
-            driver = select_driver()
-        except MemoirError as exc:
-            return DoctorReport(
-                [DoctorFinding("sqlite_driver", "error", exc.message, fix=exc.hint)]
-            )
-        findings.append(
-            DoctorFinding(
-                "sqlite_driver", "ok", f"SQLite {driver.sqlite_version} via {driver.source}"
-            )
-        )
-        import anyio
-
-        findings += await anyio.to_thread.run_sync(
-            lambda: diagnose_file(
-                parsed.path.resolve() if parsed.path else None,
-                driver,
-                configured_embedder=embedder.embedder_id if embedder else None,
-                extra_checks=(_document_checks,),
-            )
-        )
+    findings += await diagnose_url(
+        url, configured_embedder=embedder.embedder_id if embedder else None
+    )
     if embedder is not None:
         try:
             await embedder.ensure_loaded()
@@ -295,21 +324,20 @@ async def diagnose(
     return DoctorReport(findings)
 
 
-def _document_checks(conn: Any) -> list[DoctorFinding]:
-    from memory_core.documents.maintenance import findings_from_counts
-    from memory_core.storage.sqlite.documents import document_findings
-
-    return findings_from_counts(document_findings(conn))
+# -- the blocking face -----------------------------------------------------------------------
 
 
-class _SyncProxy:
-    """Calls an async object's coroutine methods through a blocking portal."""
+class Blocking(Generic[S]):
+    """Calls the coroutine methods of one async object through a blocking portal; other
+    attributes pass through. Which objects are wrapped is declared by :class:`MemoirSync`."""
 
-    def __init__(self, target: Any, portal: Any) -> None:
+    def __init__(self, target: S, portal: Any) -> None:
         self._target = target
         self._portal = portal
 
     def __getattr__(self, name: str) -> Any:
+        import inspect
+
         attr = getattr(self._target, name)
         if inspect.iscoroutinefunction(attr):
 
@@ -318,19 +346,14 @@ class _SyncProxy:
                 return self._portal.call(functools.partial(attr, *args, **kwargs))
 
             return call
-        if _is_service(attr):
-            return _SyncProxy(attr, self._portal)
         return attr
 
 
-def _is_service(value: Any) -> bool:
-    return type(value).__name__.endswith("Service")
-
-
-class MemoirSync(_SyncProxy):
+class MemoirSync(Blocking[Memoir]):
     """The synchronous face of :class:`Memoir` (same methods, blocking).
 
     It runs an event loop in a background thread, so it works from scripts and notebooks.
+    ``documents``, ``rules`` and ``hierarchy`` are blocking too.
     """
 
     def __init__(self, url: str | None = None, **kwargs: Any) -> None:
@@ -344,6 +367,18 @@ class MemoirSync(_SyncProxy):
             self._stack.close()
             raise
         super().__init__(memoir, portal)
+
+    @functools.cached_property
+    def documents(self) -> Blocking[DocumentService]:
+        return Blocking(self._target.documents, self._portal)
+
+    @functools.cached_property
+    def rules(self) -> Blocking[RulesService]:
+        return Blocking(self._target.rules, self._portal)
+
+    @functools.cached_property
+    def hierarchy(self) -> Blocking[HierarchyService]:
+        return Blocking(self._target.hierarchy, self._portal)
 
     def close(self) -> None:
         try:

@@ -10,8 +10,8 @@ Grammar (shared by RQL ``FILTER`` and the CLI's ``--filter``)::
 
 ``AND`` binds tighter than ``OR``. Fields must be qualified (``doc.*`` / ``chunk.*``) and known;
 values are typed (numbers for ``chunk.offset`` / ``chunk.tokens``, strings elsewhere). The AST
-is compiled to parameterised SQL in ``memory_core.storage.sqlite.doc_filters``: no text from a
-query ever becomes SQL.
+is the storage-neutral filter tree of ``memory_core.filters`` (fields mapped by ``FIELD_MAP``),
+which each backend compiles to parameterised SQL: no text from a query ever becomes SQL.
 
 Hostile input is bounded (:class:`FilterLimits`): nesting deeper than ``limits.filter_depth``
 (parentheses, ``NOT``) or more than ``limits.filter_terms`` terms (predicates and ``IN`` values)
@@ -27,17 +27,14 @@ from typing import Literal
 
 from memory_core.documents.lexer import Token, tokenize
 from memory_core.errors import LimitExceededError, QuerySyntaxError
+from memory_core.filters import And, Compare, Filter, InList, Not, Or
 
 __all__ = [
     "FIELDS",
-    "And",
-    "Comparison",
+    "FIELD_MAP",
     "Expr",
     "FieldType",
     "FilterLimits",
-    "InList",
-    "Not",
-    "Or",
     "Parser",
     "parse_filter",
     "syntax_error",
@@ -64,36 +61,22 @@ _PATTERN_OPS = ("LIKE", "GLOB")
 Value = str | int | float
 
 
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    field: str
-    op: str  # = != < <= > >= LIKE GLOB
-    value: Value
+Expr = Filter
 
-
-@dataclass(frozen=True, slots=True)
-class InList:
-    field: str
-    values: tuple[Value, ...]
-    negated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Not:
-    operand: Expr
-
-
-@dataclass(frozen=True, slots=True)
-class And:
-    operands: tuple[Expr, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Or:
-    operands: tuple[Expr, ...]
-
-
-Expr = Comparison | InList | Not | And | Or
+# FEL's field names (the Recall catalog) as the storage-neutral filter fields.
+FIELD_MAP: dict[str, str] = {
+    "doc.id": "resource.uid",
+    "doc.path": "resource.uri",
+    "doc.mtime": "resource.mtime",
+    "doc.hash": "resource.content_hash",
+    "doc.tag": "resource.tags",
+    "doc.source": "resource.source",
+    "chunk.id": "item.uid",
+    "chunk.doc_id": "resource.uid",
+    "chunk.offset": "item.start_offset",
+    "chunk.tokens": "item.token_count",
+    "chunk.text": "item.text",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,14 +249,15 @@ class Parser:
                 self._count_term()
                 values.append(self.parse_value(field, kind))
             self.expect_punct(")")
-            return InList(field, tuple(values), negated)
+            return InList(FIELD_MAP[field], tuple(values), negated)
         if token.kind == "op" and token.value in _COMPARISONS:
             self.advance()
-            return Comparison(field, token.value, self.parse_value(field, kind))
+            op = token.value
+            return Compare(FIELD_MAP[field], op, self.parse_value(field, kind))  # type: ignore[arg-type]
         if token.kind == "ident" and token.value.upper() in _PATTERN_OPS:
             self.advance()
             value = self.parse_value(field, "text", pattern=True)
-            return Comparison(field, token.value.upper(), value)
+            return Compare(FIELD_MAP[field], token.value.upper(), value)  # type: ignore[arg-type]
         raise syntax_error(token, "expected an operator", "= != < <= > >= LIKE GLOB or IN")
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import structlog
 
-from memory_core.documents.chunking import chunk_text
+from memory_core.chunking import chunk_by_tokens
+from memory_core.documents import persistence
 from memory_core.documents.discovery import (
     discover,
     normalise_virtual_path,
@@ -24,10 +25,10 @@ from memory_core.documents.records import CHUNK_KIND, NewDocument
 from memory_core.documents.responses import AddReport, DocumentChange
 from memory_core.errors import InvalidInputError
 from memory_core.models import NewItem, content_hash, stable_id, utc_now
-from memory_core.storage.sqlite import documents as doc_sql
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
 __all__ = ["Progress", "add_paths", "add_text", "document_id", "prepare_chunks"]
 
@@ -37,9 +38,9 @@ Progress = Callable[[int, int, str], None]
 _MAX_TAG_CHARS = 200
 
 
-def document_id(scope: str, path: str, text_hash: str) -> str:
+def document_id(scope: Scope, path: str, text_hash: str) -> str:
     """Stable id of a document: its scope, normalised path and content hash."""
-    return stable_id("doc", scope, path, text_hash)
+    return stable_id("doc", scope.key, path, text_hash)
 
 
 def _clean_tags(tags: Sequence[str]) -> tuple[str, ...]:
@@ -62,7 +63,7 @@ def _clean_tags(tags: Sequence[str]) -> tuple[str, ...]:
 def prepare_chunks(ctx: CoreContext, doc: NewDocument, text: str) -> list[NewItem]:
     """The chunk items of ``text`` for ``doc`` (ids from the document id and offset)."""
     settings = ctx.settings.documents
-    pieces = chunk_text(
+    pieces = chunk_by_tokens(
         text,
         chunk_tokens=settings.chunk_tokens,
         overlap_tokens=settings.overlap_tokens,
@@ -107,9 +108,8 @@ async def _write(
 ) -> DocumentChange:
     chunks = prepare_chunks(ctx, doc, text)
     vectors = await _embed(ctx, [c.text for c in chunks])
-    db = ctx.store.db  # type: ignore[attr-defined]
-    _, removed = await db.write(
-        lambda conn: doc_sql.replace_document(conn, doc, chunks, vectors, force=force)
+    _, removed = await ctx.store.write(
+        lambda tx: persistence.replace_document(tx, doc, chunks, vectors, force=force)
     )
     status = "unchanged" if removed < 0 else "updated" if existed else "added"
     return DocumentChange(
@@ -139,7 +139,7 @@ async def add_paths(
     ctx: CoreContext,
     paths: Sequence[Path],
     *,
-    scope: str,
+    scope: Scope,
     globs: Sequence[str] = (),
     ignores: Sequence[str] = (),
     tags: Sequence[str] = (),
@@ -154,12 +154,13 @@ async def add_paths(
     tag_tuple = _clean_tags(tags)
     files, warnings = discover(paths, globs=globs, ignores=ignores)
     report = AddReport(warnings=warnings)
-    db = ctx.store.db  # type: ignore[attr-defined]
     for index, file in enumerate(files):
         uri = file.path.as_posix()
         if progress:
             progress(index, len(files), uri)
-        existing = await db.read(doc_sql.live_document, scope, uri)
+        existing = await ctx.store.read(
+            lambda tx, u=uri: persistence.live_document(tx, scope, u)  # type: ignore[misc]
+        )
         if (
             mtime_only
             and existing is not None
@@ -181,9 +182,17 @@ async def add_paths(
         doc_tags = tag_tuple or (existing.tags if existing else ())
         doc_source = source if source is not None else (existing.source if existing else None)
         same_text = existing is not None and existing.doc_id == doc_id
-        if same_text and existing.tags == doc_tags and existing.source == doc_source:
+        if (
+            existing is not None
+            and same_text
+            and existing.tags == doc_tags
+            and existing.source == doc_source
+        ):
             if existing.mtime != file.mtime or existing.size != file.size:
-                await db.write(doc_sql.touch_document, existing.resource_id, file.mtime, file.size)
+                rid, mtime, size = existing.resource_id, file.mtime, file.size
+                await ctx.store.write(
+                    lambda tx: persistence.touch_document(tx, rid, mtime, size)  # noqa: B023
+                )
             _tally(report, DocumentChange(path=uri, doc_id=doc_id, status="unchanged"))
             continue
         doc = NewDocument(
@@ -217,7 +226,7 @@ async def add_text(
     text: str,
     *,
     path: str,
-    scope: str,
+    scope: Scope,
     tags: Sequence[str] = (),
     source: str | None = None,
 ) -> AddReport:
@@ -231,15 +240,19 @@ async def add_text(
         )
     uri = normalise_virtual_path(path)
     tag_tuple = _clean_tags(tags)
-    db = ctx.store.db  # type: ignore[attr-defined]
-    existing = await db.read(doc_sql.live_document, scope, uri)
+    existing = await ctx.store.read(lambda tx: persistence.live_document(tx, scope, uri))
     text_hash = content_hash(text)
     doc_id = document_id(scope, uri, text_hash)
     report = AddReport()
     same_text = existing is not None and existing.doc_id == doc_id
     tag_tuple = tag_tuple or (existing.tags if existing else ())
     source = source if source is not None else (existing.source if existing else None)
-    if same_text and existing.tags == tag_tuple and existing.source == source:
+    if (
+        existing is not None
+        and same_text
+        and existing.tags == tag_tuple
+        and existing.source == source
+    ):
         _tally(report, DocumentChange(path=uri, doc_id=doc_id, status="unchanged"))
         return report
     doc = NewDocument(

@@ -7,23 +7,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memory_core.documents import persistence
 from memory_core.documents.discovery import normalise_virtual_path
+from memory_core.documents.records import CHUNK_KIND, DOC_KIND
 from memory_core.documents.responses import DocumentChange, RemoveReport
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.models import DoctorFinding
-from memory_core.storage.sqlite import documents as doc_sql
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
-__all__ = [
-    "compact",
-    "doctor_findings",
-    "findings_from_counts",
-    "remove",
-    "stats",
-    "target_kind",
-]
+__all__ = ["compact", "remove", "stats", "target_kind"]
 
 
 def target_kind(target: str) -> str:
@@ -35,7 +29,7 @@ def target_kind(target: str) -> str:
 
 
 async def remove(
-    ctx: CoreContext, targets: Sequence[str], *, scope: str, purge: bool = False
+    ctx: CoreContext, targets: Sequence[str], *, scope: Scope, purge: bool = False
 ) -> RemoveReport:
     """Tombstone the documents named by ``targets`` (see ``DocumentService.remove``).
 
@@ -45,7 +39,6 @@ async def remove(
     """
     if not targets:
         raise InvalidInputError("nothing to remove", hint="pass document ids or paths")
-    db = ctx.store.db  # type: ignore[attr-defined]
     report = RemoveReport()
     docs: dict[int, Any] = {}
     missing: list[str] = []
@@ -59,12 +52,12 @@ async def remove(
                 with contextlib.suppress(OSError, RuntimeError):
                     candidates.add(path.resolve().as_posix())
             paths = sorted(candidates)
-            found = await db.read(
-                lambda conn, c=paths: doc_sql.find_documents(conn, scope, paths=c)
+            found = await ctx.store.read(
+                lambda tx, c=paths: persistence.find_documents(tx, scope, paths=c)  # type: ignore[misc]
             )
         else:
-            found = await db.read(
-                lambda conn, t=target: doc_sql.find_documents(conn, scope, doc_ids=[t])
+            found = await ctx.store.read(
+                lambda tx, t=target: persistence.find_documents(tx, scope, doc_ids=[t])  # type: ignore[misc]
             )
             if len({d.doc_id for d in found}) > 1 and not any(d.doc_id == target for d in found):
                 raise InvalidInputError(
@@ -81,24 +74,36 @@ async def remove(
             hint='list documents with `memoir query --rql "SELECT doc.id, doc.path FROM doc"`',
         )
     ordered = sorted(docs.values(), key=lambda d: (d.path, d.doc_id))
-    await db.write(doc_sql.tombstone_documents, scope, [d.resource_id for d in ordered])
+    ids = [d.resource_id for d in ordered]
+    await ctx.store.write(lambda tx: persistence.tombstone_documents(tx, scope, ids))
     report.removed = [
         DocumentChange(path=d.path, doc_id=d.doc_id, status="removed") for d in ordered
     ]
     report.warnings = [f"no document matches {t!r}" for t in missing]
     if purge:
-        report.purged = await db.write(doc_sql.purge_tombstones, scope)
+        report.purged = await ctx.store.write(lambda tx: persistence.purge_tombstones(tx, scope))
     return report
 
 
-async def stats(ctx: CoreContext, *, scope: str | None) -> dict[str, Any]:
+async def stats(ctx: CoreContext, *, scope: Scope | None) -> dict[str, Any]:
     """Document counts for ``scope`` (all scopes when None), the embedder and the store."""
-    db = ctx.store.db  # type: ignore[attr-defined]
-    counts = await db.read(doc_sql.document_counts, scope)
+
+    def counts(tx: Any) -> dict[str, Any]:
+        docs = tx.resources.totals(scope, kinds=[DOC_KIND])
+        chunks = tx.items.totals(scope, kinds=[CHUNK_KIND])
+        return {
+            "documents": docs.live,
+            "chunks": chunks.items,
+            "tokens": chunks.tokens,
+            "bytes": docs.bytes,
+            "tombstoned_documents": docs.deleted,
+            "snapshot": docs.newest_mtime or "",
+        }
+
     store = (await ctx.store.stats()).as_dict()
     return {
-        "scope": scope,
-        "documents": counts,
+        "scope": scope.key if scope is not None else None,
+        "documents": await ctx.store.read(counts),
         "embedding_model": ctx.embedder.embedder_id,
         "embedding_dim": ctx.embedder.dimension,
         "tokenizer": ctx.tokens.name,
@@ -110,67 +115,12 @@ async def stats(ctx: CoreContext, *, scope: str | None) -> dict[str, Any]:
     }
 
 
-def findings_from_counts(counts: dict[str, int]) -> list[DoctorFinding]:
-    """Doctor findings from ``storage.sqlite.documents.document_findings(conn)`` counts (pure,
-    so ``diagnose_file`` can call it on its own connection)."""
-    findings: list[DoctorFinding] = []
-
-    def check(name: str, bad: int, message: str, fix: str, level: str = "error") -> None:
-        if bad:
-            findings.append(DoctorFinding(name, level, f"{bad} {message}", fix=fix))  # type: ignore[arg-type]
-        else:
-            findings.append(DoctorFinding(name, "ok", f"no {message}"))
-
-    check(
-        "documents.orphan_chunks",
-        counts["chunks_without_document"],
-        "chunks without a document",
-        "run `memoir compact`, then re-add the affected files",
-    )
-    check(
-        "documents.removed_chunks",
-        counts["chunks_of_removed_documents"],
-        "chunks of removed documents still indexed",
-        "run `memoir compact`",
-    )
-    check(
-        "documents.duplicate_paths",
-        counts["duplicate_live_paths"],
-        "paths with more than one live document",
-        "run `memoir rm <path>` then `memoir add <path>`",
-    )
-    check(
-        "documents.empty",
-        counts["documents_without_chunks"],
-        "non-empty documents without chunks",
-        "re-add them with `memoir add <path>`",
-        level="warning",
-    )
-    check(
-        "documents.tombstones",
-        counts["tombstoned_documents"],
-        "removed documents waiting for compaction",
-        "run `memoir compact` to reclaim the space",
-        level="warning",
-    )
-    return findings
-
-
-async def doctor_findings(ctx: CoreContext) -> list[DoctorFinding]:
-    """Document-side checks, each with its fix."""
-    db = ctx.store.db  # type: ignore[attr-defined]
-    return findings_from_counts(await db.read(doc_sql.document_findings))
-
-
 async def compact(ctx: CoreContext) -> dict[str, Any]:
-    """Purge tombstones, optimise the lexical index, VACUUM; sizes before and after."""
-    from memory_core.storage.sqlite.doc_maintenance import optimise_indexes, vacuum
-
-    db = ctx.store.db  # type: ignore[attr-defined]
-    before = (await ctx.store.stats()).file_bytes
-    purged = await db.write(doc_sql.purge_tombstones, None)
-    await db.write(optimise_indexes)
-    # VACUUM cannot run inside a transaction: it runs on the reader in autocommit mode.
-    await db.read(vacuum)
-    after = (await ctx.store.stats()).file_bytes
-    return {"purged": purged, "bytes_before": before, "bytes_after": after}
+    """Purge tombstones, optimise the lexical index, reclaim space; sizes before and after."""
+    purged = await ctx.store.write(lambda tx: persistence.purge_tombstones(tx, None))
+    sizes = await ctx.store.compact()
+    return {
+        "purged": purged,
+        "bytes_before": sizes.get("file_bytes_before"),
+        "bytes_after": sizes.get("file_bytes_after"),
+    }

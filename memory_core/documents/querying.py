@@ -11,9 +11,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memory_core.documents.fel import Expr, FilterLimits, parse_filter
+from memory_core.documents import persistence
+from memory_core.documents.fel import FIELD_MAP, FilterLimits, parse_filter
 from memory_core.documents.packer_adapter import pack_hits
-from memory_core.documents.records import CHUNK_KIND, ChunkRecord, DocRecord
+from memory_core.documents.records import CHUNK_KIND, DOC_KIND, ChunkRecord, DocRecord
 from memory_core.documents.responses import (
     ChunkOut,
     DocOut,
@@ -24,18 +25,16 @@ from memory_core.documents.responses import (
 )
 from memory_core.documents.rql import RqlQuery, parse_rql
 from memory_core.errors import InvalidInputError
-from memory_core.retrieval.hybrid import Hit, SearchMode, SearchOutcome, search
-from memory_core.storage.sqlite import documents as doc_sql
-from memory_core.storage.sqlite.doc_filters import COLUMNS, compile_filter
-from memory_core.storage.sqlite.doc_search import structured_rows
+from memory_core.filters import Filter
+from memory_core.retrieval.engine import Hit, SearchMode, SearchOutcome, SearchRequest
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
 __all__ = ["round_score", "run_context", "run_rql", "run_search"]
 
 _MAX_QUERY_CHARS = 10_000
-_ORDER_COLUMNS = {**COLUMNS, "doc.tag": "resource.tags"}
 
 
 def round_score(value: float) -> float:
@@ -60,13 +59,10 @@ def _limits(ctx: CoreContext) -> FilterLimits:
     return FilterLimits(max_depth=limits.filter_depth, max_terms=limits.filter_terms)
 
 
-def _filter(
-    text: str | None, limits: FilterLimits
-) -> tuple[Expr | None, tuple[str, list[Any]] | None]:
+def _filter(text: str | None, limits: FilterLimits) -> Filter | None:
     if text is None or not text.strip():
-        return None, None
-    expr = parse_filter(text, limits)
-    return expr, compile_filter(expr)
+        return None
+    return parse_filter(text, limits)
 
 
 def _doc_out(doc: DocRecord, fields: Sequence[str] | None = None) -> DocOut | None:
@@ -144,38 +140,42 @@ def _spec_key(hit: Hit, chunk: ChunkRecord) -> tuple[Any, ...]:
     return (-round_score(hit.score), chunk.doc.path, chunk.offset, chunk.chunk_id)
 
 
-async def _snapshot(ctx: CoreContext, scope: str) -> str:
-    return str(await ctx.store.db.read(doc_sql.snapshot, scope))  # type: ignore[attr-defined]
+async def _snapshot(ctx: CoreContext, scope: Scope) -> str:
+    """The spec's ``stats.snapshot``: the newest ``doc.mtime`` (empty for an empty store)."""
+    totals = await ctx.store.read(lambda tx: tx.resources.totals(scope, kinds=[DOC_KIND]))
+    return totals.newest_mtime or ""
 
 
 async def _ranked(
     ctx: CoreContext,
     *,
     query: str,
-    scope: str,
+    scope: Scope,
     k: int,
     mode: SearchMode,
-    flt: tuple[str, list[Any]] | None,
+    where: Filter | None,
     lexical_text: str | None = None,
     semantic_text: str | None = None,
+    wait: float = 0.0,
 ) -> tuple[list[tuple[Hit, ChunkRecord]], SearchOutcome]:
     # Every candidate of the arms is ranked here (the spec's tie-breaks need the documents),
     # and a fixed minimum pool keeps pages of one query consistent with each other.
     depth = min(4096, max(100, 2 * k))
-    outcome = await search(
-        ctx,
-        query,
-        scope=scope,
-        kinds=(CHUNK_KIND,),
-        k=depth,
-        mode=mode,
-        filter_sql=flt,
-        lexical_text=lexical_text,
-        semantic_text=semantic_text,
-        fetch_k=depth,
-        enough=k,
+    outcome = await ctx.engine.search(
+        SearchRequest(
+            text=query,
+            scope=scope,
+            kinds=(CHUNK_KIND,),
+            k=depth,
+            mode=mode,
+            where=where,
+            lexical_text=lexical_text,
+            semantic_text=semantic_text,
+            fetch_k=depth,
+            enough=k,
+            wait_for_embedder=wait,
+        )
     )
-    db = ctx.store.db  # type: ignore[attr-defined]
     # Only the first ``k`` by score (and whatever ties the k-th) can be returned; fetch those,
     # then apply the spec's tie-breaks, which need the document path and chunk offset.
     ranked = sorted(outcome.hits, key=lambda h: (-round_score(h.score), h.item_id))
@@ -185,7 +185,8 @@ async def _ranked(
         while cut < len(ranked) and round_score(ranked[cut].score) == boundary:
             cut += 1
         ranked = ranked[:cut]
-    chunks = await db.read(doc_sql.chunks_by_ids, [h.item_id for h in ranked])
+    ids = [h.item_id for h in ranked]
+    chunks = await ctx.store.read(lambda tx: persistence.chunks_by_ids(tx, ids))
     pairs = [(h, chunks[h.item_id]) for h in ranked if h.item_id in chunks]
     pairs.sort(key=lambda pair: _spec_key(*pair))
     return pairs, outcome
@@ -195,11 +196,12 @@ async def run_search(
     ctx: CoreContext,
     query: str,
     *,
-    scope: str,
+    scope: Scope,
     k: int | None = None,
     mode: SearchMode = "hybrid",
     filter: str | None = None,
     explain: bool = False,
+    wait: float = 0.0,
 ) -> SearchResponse:
     """``memoir search``: top-k chunks (see ``DocumentService.search``)."""
     started = time.perf_counter()
@@ -207,8 +209,10 @@ async def run_search(
     k = ctx.settings.search.default_k if k is None else k
     if not 1 <= k <= 10_000:
         raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
-    _, flt = _filter(filter, _limits(ctx))
-    pairs, outcome = await _ranked(ctx, query=query, scope=scope, k=k, mode=mode, flt=flt)
+    where = _filter(filter, _limits(ctx))
+    pairs, outcome = await _ranked(
+        ctx, query=query, scope=scope, k=k, mode=mode, where=where, wait=wait
+    )
     results = [
         ResultOut(
             score=round_score(hit.score),
@@ -248,14 +252,14 @@ def _field_value(chunk: ChunkRecord, field: str) -> Any:
 
 
 async def run_rql(
-    ctx: CoreContext, rql: str, *, scope: str, explain: bool = False
+    ctx: CoreContext, rql: str, *, scope: Scope, explain: bool = False, wait: float = 0.0
 ) -> SearchResponse:
     """``memoir query --rql``: parse and execute one statement (see ``DocumentService``)."""
     started = time.perf_counter()
     parsed: RqlQuery = parse_rql(rql, _limits(ctx))
     limit = parsed.limit or ctx.settings.search.max_limit
     offset = parsed.offset
-    flt = compile_filter(parsed.filter) if parsed.filter is not None else None
+    where = parsed.filter
     warnings: list[str] = []
     if parsed.ignored_fields:
         warnings.append("ignored unknown SELECT fields: " + ", ".join(parsed.ignored_fields))
@@ -264,7 +268,6 @@ async def run_rql(
     engine: dict[str, Any] | None = None
     results: list[ResultOut] = []
     total = 0
-    db = ctx.store.db  # type: ignore[attr-defined]
     if parsed.uses_search:
         mode: SearchMode = (
             "hybrid"
@@ -284,9 +287,10 @@ async def run_rql(
             scope=scope,
             k=min(10_000, wanted + 1),
             mode=mode,
-            flt=flt,
+            where=where,
             lexical_text=parsed.lexical or "",
             semantic_text=parsed.semantic or "",
+            wait=wait,
         )
         warnings.extend(outcome.warnings)
         if explain:
@@ -317,25 +321,36 @@ async def run_rql(
     else:
         if parsed.order_by == "score":
             warnings.append("ORDER BY score is ignored without USING")
-        order_column = (
-            _ORDER_COLUMNS[parsed.order_by]
-            if parsed.order_by and parsed.order_by != "score"
-            else None
-        )
-        ids, total = await db.read(
-            lambda conn: structured_rows(
-                conn,
-                scope=scope,
-                table=parsed.table,
-                flt=flt,
-                order_column=order_column,
-                descending=parsed.descending,
-                limit=limit,
-                offset=offset,
-            )
+        order_by = (
+            FIELD_MAP[parsed.order_by] if parsed.order_by and parsed.order_by != "score" else None
         )
         if parsed.table == "chunk":
-            chunks = await db.read(doc_sql.chunks_by_ids, ids)
+            ids, total = await ctx.store.read(
+                lambda tx: tx.items.select(
+                    scope,
+                    kinds=[CHUNK_KIND],
+                    where=where,
+                    order_by=order_by,
+                    descending=parsed.descending,
+                    limit=limit,
+                    offset=offset,
+                )
+            )
+        else:
+            ids, total = await ctx.store.read(
+                lambda tx: tx.resources.select(
+                    scope,
+                    kinds=[DOC_KIND],
+                    item_kinds=[CHUNK_KIND],
+                    where=where,
+                    order_by=order_by,
+                    descending=parsed.descending,
+                    limit=limit,
+                    offset=offset,
+                )
+            )
+        if parsed.table == "chunk":
+            chunks = await ctx.store.read(lambda tx: persistence.chunks_by_ids(tx, ids))
             for item_id in ids:
                 if item_id in chunks:
                     chunk = chunks[item_id]
@@ -343,7 +358,7 @@ async def run_rql(
                         ResultOut(doc=_doc_out(chunk.doc, fields), chunk=_chunk_out(chunk, fields))
                     )
         else:
-            docs = await db.read(doc_sql.documents_by_ids, ids)
+            docs = await ctx.store.read(lambda tx: persistence.documents_by_ids(tx, ids))
             results = [ResultOut(doc=_doc_out(docs[i], fields)) for i in ids if i in docs]
     next_offset = offset + limit if total > offset + limit else None
     return SearchResponse(
@@ -370,12 +385,13 @@ async def run_context(
     ctx: CoreContext,
     query: str,
     *,
-    scope: str,
+    scope: Scope,
     budget_tokens: int,
     diversity: int | None = None,
     k: int | None = None,
     mode: SearchMode = "hybrid",
     filter: str | None = None,
+    wait: float = 0.0,
 ) -> SearchResponse:
     """``memoir context``: a packed window with provenance (see ``DocumentService.context``)."""
     started = time.perf_counter()
@@ -383,8 +399,10 @@ async def run_context(
     k = max(50, ctx.settings.search.default_k) if k is None else k
     if not 1 <= k <= 10_000:
         raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
-    _, flt = _filter(filter, _limits(ctx))
-    pairs, outcome = await _ranked(ctx, query=query, scope=scope, k=k, mode=mode, flt=flt)
+    where = _filter(filter, _limits(ctx))
+    pairs, outcome = await _ranked(
+        ctx, query=query, scope=scope, k=k, mode=mode, where=where, wait=wait
+    )
     context = pack_hits(
         [chunk for _, chunk in pairs[:k]],
         budget_tokens=budget_tokens,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any
 
+from memory_core.backup import open_private
 from memory_core.documents import ingest, maintenance, querying, transfer
 from memory_core.documents.responses import (
     AddReport,
@@ -22,15 +23,17 @@ from memory_core.documents.responses import (
 )
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.input_limits import check_path_lengths
-from memory_core.models import DoctorFinding
-from memory_core.private_files import open_private_text
-from memory_core.redaction import RedactingWriter
-from memory_core.retrieval.hybrid import SearchMode
+from memory_core.retrieval.engine import SearchMode
+from memory_core.scope import Scope, ScopeLike, as_scope
 
 if TYPE_CHECKING:
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
 __all__ = ["DocumentService"]
+
+
+def _optional(scope: ScopeLike | None) -> Scope | None:
+    return None if scope is None else as_scope(scope)
 
 
 class DocumentService:
@@ -43,7 +46,7 @@ class DocumentService:
         self,
         paths: Sequence[str | Path],
         *,
-        scope: str,
+        scope: ScopeLike,
         globs: Sequence[str] = (),
         ignores: Sequence[str] = (),
         tags: Sequence[str] = (),
@@ -76,7 +79,7 @@ class DocumentService:
         report = await ingest.add_paths(
             self._ctx,
             [Path(p) for p in paths],
-            scope=scope,
+            scope=as_scope(scope),
             globs=globs,
             ignores=ignores,
             tags=tags,
@@ -93,7 +96,7 @@ class DocumentService:
         text: str,
         *,
         path: str,
-        scope: str,
+        scope: ScopeLike,
         tags: Sequence[str] = (),
         source: str | None = None,
     ) -> AddReport:
@@ -103,11 +106,11 @@ class DocumentService:
             InvalidInputError: empty text, too large, or a bad path or tag.
         """
         return await ingest.add_text(
-            self._ctx, text, path=path, scope=scope, tags=tags, source=source
+            self._ctx, text, path=path, scope=as_scope(scope), tags=tags, source=source
         )
 
     async def remove(
-        self, targets: Sequence[str], *, scope: str, purge: bool = False
+        self, targets: Sequence[str], *, scope: ScopeLike, purge: bool = False
     ) -> RemoveReport:
         """Remove documents by id (or unique id prefix) or path (a folder removes all under it).
 
@@ -118,13 +121,13 @@ class DocumentService:
             NotFoundError: nothing matched.
             InvalidInputError: an ambiguous id prefix.
         """
-        return await maintenance.remove(self._ctx, targets, scope=scope, purge=purge)
+        return await maintenance.remove(self._ctx, targets, scope=as_scope(scope), purge=purge)
 
     async def search(
         self,
         query: str,
         *,
-        scope: str,
+        scope: ScopeLike,
         k: int | None = None,
         mode: SearchMode = "hybrid",
         filter: str | None = None,
@@ -137,22 +140,24 @@ class DocumentService:
             QuerySyntaxError: a malformed filter (with line and column).
         """
         return await querying.run_search(
-            self._ctx, query, scope=scope, k=k, mode=mode, filter=filter, explain=explain
+            self._ctx, query, scope=as_scope(scope), k=k, mode=mode, filter=filter, explain=explain
         )
 
-    async def query_rql(self, rql: str, *, scope: str, explain: bool = False) -> SearchResponse:
+    async def query_rql(
+        self, rql: str, *, scope: ScopeLike, explain: bool = False
+    ) -> SearchResponse:
         """Execute one RQL statement.
 
         Raises:
             QuerySyntaxError: the statement does not parse (with line and column).
         """
-        return await querying.run_rql(self._ctx, rql, scope=scope, explain=explain)
+        return await querying.run_rql(self._ctx, rql, scope=as_scope(scope), explain=explain)
 
     async def context(
         self,
         query: str,
         *,
-        scope: str,
+        scope: ScopeLike,
         budget_tokens: int,
         diversity: int | None = None,
         k: int | None = None,
@@ -168,7 +173,7 @@ class DocumentService:
         return await querying.run_context(
             self._ctx,
             query,
-            scope=scope,
+            scope=as_scope(scope),
             budget_tokens=budget_tokens,
             diversity=diversity,
             k=k,
@@ -176,23 +181,19 @@ class DocumentService:
             filter=filter,
         )
 
-    async def export(self, out: IO[str] | str | Path, *, scope: str | None) -> ExportReport:
+    async def export(self, out: IO[str] | str | Path, *, scope: ScopeLike | None) -> ExportReport:
         """Write documents and chunks (with vectors) as JSONL to a stream or a file path."""
-        # Exports leave the store: private (0600) and redacted like every other surface.
+        # Exports leave the store: private (0600), like the store itself.
         if isinstance(out, str | Path):
             path = Path(out)
-            with open_private_text(path) as handle:
-                report = await transfer.export_jsonl(
-                    self._ctx, cast(IO[str], RedactingWriter(handle)), scope=scope
-                )
+            with open_private(path) as handle:
+                report = await transfer.export_jsonl(self._ctx, handle, scope=_optional(scope))
             report.out = str(path)
             return report
-        return await transfer.export_jsonl(
-            self._ctx, cast(IO[str], RedactingWriter(out)), scope=scope
-        )
+        return await transfer.export_jsonl(self._ctx, out, scope=_optional(scope))
 
     async def import_(
-        self, source: IO[str] | Iterable[str] | str | Path, *, scope: str
+        self, source: IO[str] | Iterable[str] | str | Path, *, scope: ScopeLike
     ) -> ImportReport:
         """Import a ``memoir export`` file (path) or stream of lines into ``scope``.
 
@@ -207,20 +208,18 @@ class DocumentService:
             with contextlib.ExitStack() as stack:
                 try:
                     handle = stack.enter_context(path.open(encoding="utf-8"))
-                    return await transfer.import_jsonl(self._ctx, iter(handle), scope=scope)
+                    return await transfer.import_jsonl(
+                        self._ctx, iter(handle), scope=as_scope(scope)
+                    )
                 except UnicodeDecodeError as exc:
                     raise InvalidInputError(
                         f"{path} is not UTF-8 text", hint="pass a file written by memoir export"
                     ) from exc
-        return await transfer.import_jsonl(self._ctx, iter(source), scope=scope)
+        return await transfer.import_jsonl(self._ctx, iter(source), scope=as_scope(scope))
 
-    async def stats(self, *, scope: str | None = None) -> dict[str, Any]:
+    async def stats(self, *, scope: ScopeLike | None = None) -> dict[str, Any]:
         """Document and chunk counts, tokens, embedder, chunking and store statistics."""
-        return await maintenance.stats(self._ctx, scope=scope)
-
-    async def doctor_findings(self) -> list[DoctorFinding]:
-        """Document-side health checks (orphans, tombstones, duplicates), each with its fix."""
-        return await maintenance.doctor_findings(self._ctx)
+        return await maintenance.stats(self._ctx, scope=_optional(scope))
 
     async def compact(self) -> dict[str, Any]:
         """Purge tombstones, optimise the indexes and VACUUM the file."""

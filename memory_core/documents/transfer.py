@@ -15,14 +15,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from memory_core.documents import persistence
 from memory_core.documents.records import CHUNK_KIND, NewDocument
 from memory_core.documents.responses import ExportReport, ImportReport
 from memory_core.errors import InvalidInputError
 from memory_core.models import NewItem, content_hash
-from memory_core.storage.sqlite import documents as doc_sql
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
 __all__ = ["EXPORT_FORMAT", "export_jsonl", "import_jsonl"]
 
@@ -33,9 +34,8 @@ def _line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
 
 
-async def export_jsonl(ctx: CoreContext, out: IO[str], *, scope: str | None) -> ExportReport:
+async def export_jsonl(ctx: CoreContext, out: IO[str], *, scope: Scope | None) -> ExportReport:
     """Write the scope's documents (every scope when None) as JSONL to ``out``."""
-    db = ctx.store.db  # type: ignore[attr-defined]
     out.write(
         _line(
             {
@@ -46,9 +46,12 @@ async def export_jsonl(ctx: CoreContext, out: IO[str], *, scope: str | None) -> 
             }
         )
     )
-    rows = await db.read(lambda conn: list(doc_sql.iter_export_rows(conn, scope)))
+    docs = await ctx.store.read(lambda tx: list(persistence.iter_export(tx, scope)))
     documents = chunks = 0
-    for doc, doc_chunks in rows:
+    for doc in docs:
+        doc_chunks = await ctx.store.read(
+            lambda tx, d=doc: persistence.document_chunks(tx, d)  # type: ignore[misc]
+        )
         out.write(
             _line(
                 {
@@ -64,8 +67,8 @@ async def export_jsonl(ctx: CoreContext, out: IO[str], *, scope: str | None) -> 
                 }
             )
         )
-        ids, matrix = await db.read(doc_sql.vectors_for, [c.item_id for c in doc_chunks])
-        vectors = dict(zip(ids, matrix if matrix is not None else [], strict=False))
+        chunk_ids = [c.item_id for c in doc_chunks]
+        vectors = await ctx.store.read(lambda tx, ids=chunk_ids: tx.vectors.vectors(ids))  # type: ignore[misc]
         for chunk in doc_chunks:
             vector = vectors.get(chunk.item_id)
             out.write(
@@ -120,7 +123,7 @@ def _field(record: dict[str, Any], name: str, kind: type, number: int) -> Any:
     return value
 
 
-async def import_jsonl(ctx: CoreContext, lines: Iterator[str], *, scope: str) -> ImportReport:
+async def import_jsonl(ctx: CoreContext, lines: Iterator[str], *, scope: Scope) -> ImportReport:
     """Read a ``memoir export`` stream into ``scope`` (see ``DocumentService.import_``).
 
     Raises:
@@ -136,7 +139,7 @@ async def import_jsonl(ctx: CoreContext, lines: Iterator[str], *, scope: str) ->
     if header.get("format") != EXPORT_FORMAT:
         raise InvalidInputError(
             f"unsupported export format {header.get('format')!r}",
-            hint=f"this memoir reads {EXPORT_FORMAT}",
+            hint=f"this memoir reads memoir-store/1 (what memoir export writes) and {EXPORT_FORMAT}",
         )
     same_embedder = (
         header.get("embedder") == ctx.embedder.embedder_id
@@ -170,8 +173,9 @@ async def import_jsonl(ctx: CoreContext, lines: Iterator[str], *, scope: str) ->
                 if texts
                 else np.zeros((0, ctx.embedder.dimension), dtype=np.float32)
             )
-        db = ctx.store.db  # type: ignore[attr-defined]
-        _, removed = await db.write(doc_sql.replace_document, doc, items, matrix)
+        _, removed = await ctx.store.write(
+            lambda tx: persistence.replace_document(tx, doc, items, matrix)
+        )
         if removed < 0:
             report.unchanged += 1
         report.documents += 1

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from memory_core.chunking import chunk_by_sentences
 from memory_core.errors import InvalidInputError, ModelError
-from memory_core.hierarchy.chunking import chunk_text
 from memory_core.hierarchy.classify import Classifier
 from memory_core.hierarchy.query import run_query
 from memory_core.hierarchy.results import (
@@ -39,9 +39,9 @@ from memory_core.scope import validate_scope
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
+    from memory_core.context import CoreContext
     from memory_core.llm.agents import HierarchyAgents
     from memory_core.llm.offline import OfflineModel
-    from memory_core.service import CoreContext
 
 __all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
 
@@ -162,8 +162,9 @@ class HierarchyService:
         if not text or not text.strip():
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
         settings = self.settings
-        chunking = chunk_text(
+        chunking = chunk_by_sentences(
             text,
+            count=self.ctx.tokens.count,
             min_chars=settings.min_chunk_chars,
             max_chars=settings.max_chunk_chars,
             delimiters=settings.chunk_delimiters,
@@ -172,7 +173,7 @@ class HierarchyService:
             log.warning("chunking", detail=warning)
         store = await self.store()
         texts = [c.text for c in chunking.chunks]
-        counts = self.ctx.tokens.count_many(texts)
+        counts = [c.tokens for c in chunking.chunks]
         hashes = [content_hash(t) for t in texts]
         uids = [stable_id("hierarchy", scope, h) for h in hashes]
         existing: dict[str, tuple[int, int]] = {}

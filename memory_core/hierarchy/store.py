@@ -36,24 +36,12 @@ __all__ = [
     "vector_blobs",
 ]
 
-# The same limit on every backend, so a tree moves between them unchanged.
-MAX_CATEGORY_NAME_CHARS = 200
-
-
-def normalise_category_name(name: str) -> str:
-    """Casefold and fold whitespace, so "Databases" and " databases " are the same category."""
-    return " ".join(name.split()).casefold()
-
-
-@dataclass(frozen=True, slots=True)
-class Category:
-    category_id: int
-    scope: str
-    parent_id: int | None
-    level: int
-    name: str
-    created_at: str
-    summary: str | None = None
+from memory_core.categories import (
+    MAX_CATEGORY_NAME_CHARS,
+    check_category_name,
+    normalise_category_name,
+)
+from memory_core.models import Category
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +70,8 @@ class HierarchyChunk:
 class HierarchyStore(Protocol):
     """Categories, chunks linked to leaf categories, and query-run records, per scope."""
 
-    backend: str
+    @property
+    def backend(self) -> str: ...
 
     async def open(self) -> HierarchyStore:
         """Connect and create tables and indexes if they do not exist (idempotent)."""
@@ -148,21 +137,6 @@ class HierarchyStore(Protocol):
 
 
 # -- validation shared by the three backends (pure: rows in, errors out) --------------------
-
-
-def check_category_name(name: str) -> str:
-    """The name as shown (whitespace folded); the same limits as the SQLite store."""
-    shown = " ".join(name.split())
-    if not shown:
-        raise InvalidInputError(
-            f"empty category name {name[:40]!r}", hint="name the category with a few words"
-        )
-    if len(shown) > MAX_CATEGORY_NAME_CHARS:
-        raise InvalidInputError(
-            f"category name of {len(shown)} characters is too long: {shown[:40]!r}…",
-            hint=f"use at most {MAX_CATEGORY_NAME_CHARS} characters",
-        )
-    return shown
 
 
 def check_category_level(level: int, parent_id: int | None, depth: int) -> None:

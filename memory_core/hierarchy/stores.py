@@ -9,7 +9,7 @@ from memory_core.hierarchy.store import HierarchyStore
 from memory_core.storage.url import parse_database_url
 
 if TYPE_CHECKING:
-    from memory_core.service import CoreContext
+    from memory_core.context import CoreContext
 
 __all__ = ["create_hierarchy_store"]
 
@@ -25,16 +25,12 @@ def create_hierarchy_store(ctx: CoreContext) -> HierarchyStore:
     """
     url = parse_database_url(ctx.url)
     depth = ctx.settings.hierarchy.depth
-    if url.backend == "sqlite":
-        from memory_core.storage.sqlite.hierarchy import SqliteHierarchyStore
-        from memory_core.storage.sqlite.store import SqliteStore
+    if "categories" in ctx.store.capabilities:
+        from memory_core.hierarchy.port_store import PortHierarchyStore
 
-        if not isinstance(ctx.store, SqliteStore):
-            raise ConfigError(
-                f"the SQLite hierarchy needs the shared SQLite store for {url.redacted()}",
-                hint="open the store with Memoir.open(url)",
-            )
-        return SqliteHierarchyStore(ctx.store, depth=depth)
+        return PortHierarchyStore(ctx.store, depth=depth)
+    # TRANSITIONAL: the hierarchy's own tables on PostgreSQL / MySQL, until those backends
+    # implement the ports (then every backend goes through PortHierarchyStore above).
     if url.backend == "postgresql":
         from memory_core.storage.postgres.hierarchy import PostgresHierarchyStore
 

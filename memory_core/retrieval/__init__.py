@@ -1,6 +1,7 @@
-"""Retrieval shared by every feature: FTS quoting, query rewriting, fusion, packing, hybrid search.
+"""Retrieval shared by every feature: query rewriting, fusion, packing and the one engine.
 
-Pure modules (``fts``, ``rewrite``, ``fusion``, ``packer``) import nothing from storage; the
-``hybrid`` orchestrator is imported explicitly (``from memory_core.retrieval.hybrid import
-hybrid_search``) so that importing the pure parts stays cheap.
+Pure modules (``fts``, ``rewrite``, ``fusion``, ``packer``) take values and return values; the
+``engine`` module runs both search arms on the storage ports and fuses them. Import the engine
+explicitly (``from memory_core.retrieval.engine import SearchEngine``) so that importing the pure
+parts stays cheap.
 """

@@ -8,12 +8,20 @@ outside ``memory_core.storage`` imports a backend module (an import-linter contr
 from __future__ import annotations
 
 from memory_core.config import SearchSettings, StorageSettings
-from memory_core.errors import ConfigError
+from memory_core.errors import ConfigError, MemoirError
+from memory_core.models import DoctorFinding
 from memory_core.scope import DEFAULT_SCOPE_SCHEMA, ScopeSchema
 from memory_core.storage.ports import Store
 from memory_core.storage.url import DatabaseURL, parse_database_url
 
-__all__ = ["DatabaseURL", "Store", "create_store", "open_store", "parse_database_url"]
+__all__ = [
+    "DatabaseURL",
+    "Store",
+    "create_store",
+    "diagnose_url",
+    "open_store",
+    "parse_database_url",
+]
 
 
 def create_store(
@@ -54,3 +62,47 @@ async def open_store(
     """
     store = create_store(url, settings, search=search, scope_schema=scope_schema)
     return await store.open(create=create)
+
+
+async def diagnose_url(
+    url: str | DatabaseURL, *, configured_embedder: str | None
+) -> list[DoctorFinding]:
+    """Every storage health check for the store at ``url``, each with its fix.
+
+    Works when the store cannot be opened (corrupt, missing, foreign file): never raises for a
+    broken store, every problem becomes a finding.
+    """
+    parsed = parse_database_url(url) if isinstance(url, str) else url
+    if parsed.backend == "sqlite":
+        import anyio
+
+        from memory_core.storage.sqlite.consistency import consistency_findings
+        from memory_core.storage.sqlite.driver import select_driver
+        from memory_core.storage.sqlite.health import diagnose_file
+
+        try:
+            driver = select_driver()
+        except MemoirError as exc:
+            return [DoctorFinding("sqlite_driver", "error", exc.message, fix=exc.hint)]
+        findings = [
+            DoctorFinding(
+                "sqlite_driver", "ok", f"SQLite {driver.sqlite_version} via {driver.source}"
+            )
+        ]
+        path = parsed.path.resolve() if parsed.path else None
+        return findings + await anyio.to_thread.run_sync(
+            lambda: diagnose_file(
+                path,
+                driver,
+                configured_embedder=configured_embedder,
+                extra_checks=(consistency_findings,),
+            )
+        )
+    try:
+        store = await open_store(parsed, create=False)
+    except MemoirError as exc:
+        return [DoctorFinding("open", "error", exc.message, fix=exc.hint)]
+    try:
+        return await store.diagnose(configured_embedder=configured_embedder)
+    finally:
+        await store.close()

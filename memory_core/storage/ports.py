@@ -700,3 +700,15 @@ class Store(Protocol):
     async def compact(self) -> dict[str, Any]:
         """Reclaim space and optimise indexes (SQLite: VACUUM and FTS optimise)."""
         ...
+
+    async def dump(self, scope: Scope | None, sink: Callable[[dict[str, Any]], None]) -> int:
+        """Hand every row (of one scope, or all) to ``sink`` as a backup record of the
+        ``memoir-store/1`` format (:mod:`memory_core.backup`), from one consistent snapshot, in
+        a deterministic order; returns how many records. ``sink`` runs in a worker thread."""
+        ...
+
+    async def restore(self, records: Sequence[dict[str, Any]]) -> dict[str, int]:
+        """Write one batch of backup records in one transaction (natural keys resolved against
+        what is stored; rows already present are kept); returns rows written per type. Item
+        records carry their vector as base64 float32 ``embedding`` (None: no vector)."""
+        ...

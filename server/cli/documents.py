@@ -16,7 +16,14 @@ import click
 
 from memory_core.errors import InvalidInputError, MemoirError
 from server.cli.main import CliState, pass_state
-from server.cli.output import emit_json, envelope, exit_code_for, fail, print_table
+from server.cli.output import (
+    emit_json,
+    envelope,
+    exit_code_for,
+    fail,
+    print_table,
+    unredacted_stdout,
+)
 
 __all__ = ["register"]
 
@@ -392,17 +399,19 @@ def compact_command(state: CliState, as_json: bool) -> None:
 @_scope_option
 @pass_state
 def export_command(state: CliState, out: Path | None, all_scopes: bool, scope: str | None) -> None:
-    """Export documents and chunks as JSONL (stdout, or --out FILE)."""
+    """Back up every kind of memory (documents, rules and their graph, knowledge and its
+    categories, agent memories) as JSONL: stdout, or --out FILE (created 0600)."""
 
     async def run(memoir: Any) -> Any:
         target = None if all_scopes else _scope(state, scope)
         if out is None:
-            return await memoir.documents.export(sys.stdout, scope=target)
-        return await memoir.documents.export(out, scope=target)
+            # Records are redacted as they are written (vectors untouched): no second pass.
+            return await memoir.export(unredacted_stdout(), scope=target)
+        return await memoir.export(out, scope=target)
 
     report = state.run(run, as_json=out is None)
     if out is not None:
-        click.echo(f"exported {report.documents} documents, {report.chunks} chunks to {out}")
+        click.echo(f"exported {report.records} records to {out}")
 
 
 @click.command("import")
@@ -411,19 +420,39 @@ def export_command(state: CliState, out: Path | None, all_scopes: bool, scope: s
 @_json_option
 @pass_state
 def import_command(state: CliState, file: Path, scope: str | None, as_json: bool) -> None:
-    """Import a JSONL file written by `memoir export`."""
+    """Restore a backup written by `memoir export` (`-` reads stdin). Rows keep their own
+    scopes; an older documents-only export goes into the current scope."""
 
     async def run(memoir: Any) -> Any:
-        return await memoir.documents.import_(file, scope=_scope(state, scope))
+        source: Any = sys.stdin if str(file) == "-" else file
+        return await memoir.import_(source, scope=_scope(state, scope))
 
     report = state.run(run, as_json=as_json)
+    if hasattr(report, "to_json"):  # a documents-only export
+        if as_json:
+            emit_json(report.to_json())
+            return
+        _print_warnings(report.warnings)
+        click.echo(
+            f"imported {report.documents} documents ({report.unchanged} unchanged), "
+            f"{report.chunks} chunks" + (", re-embedded" if report.reembedded else "")
+        )
+        return
     if as_json:
-        emit_json(report.to_json())
+        emit_json(
+            envelope(
+                records=report.records,
+                written=report.written,
+                reembedded=report.reembedded,
+                warnings=report.warnings,
+            )
+        )
         return
     _print_warnings(report.warnings)
+    written = ", ".join(f"{n} {kind}" for kind, n in sorted(report.written.items()) if n)
     click.echo(
-        f"imported {report.documents} documents ({report.unchanged} unchanged), "
-        f"{report.chunks} chunks" + (", re-embedded" if report.reembedded else "")
+        f"imported {report.records} records ({written or 'nothing new'})"
+        + (", re-embedded" if report.reembedded else "")
     )
 
 

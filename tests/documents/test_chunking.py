@@ -5,7 +5,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.documents.chunking import chunk_text
+from memory_core.chunking import chunk_by_tokens as chunk_text
 from memory_core.tokens import create_token_counter
 
 COUNTER = create_token_counter("tiktoken:o200k_base")

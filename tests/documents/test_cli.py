@@ -134,7 +134,7 @@ def test_context_export_import_and_compact(tmp_path: Path, corpus: Path) -> None
     done = run(tmp_path, "export", "--out", str(export), "--scope", "s")
     assert done.returncode == 0 and export.exists()
     imported = ok_json(run(tmp_path, "import", str(export), "--scope", "s", "--json", db="copy.db"))
-    assert imported["documents"] == 4 and imported["reembedded"] is False
+    assert imported["written"]["resource"] == 4 and imported["reembedded"] is False
     compact = ok_json(run(tmp_path, "compact", "--json"))
     assert "purged" in compact
 

@@ -6,7 +6,7 @@ import pytest
 
 from memory_core.globbing import glob_match
 from memory_core.service import Memoir
-from memory_core.storage.sqlite.doc_filters import like_to_glob
+from memory_core.storage.sqlite.filter_sql import like_to_glob
 
 pytestmark = pytest.mark.anyio
 

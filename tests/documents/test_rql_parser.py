@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.documents.fel import And, Comparison, InList, Not, Or, parse_filter
+from memory_core.documents.fel import parse_filter
 from memory_core.documents.rql import parse_rql
 from memory_core.errors import QuerySyntaxError
+from memory_core.filters import And, Compare, InList, Not, Or
 
 SPEC_EXAMPLES = [
     """SELECT doc.id, doc.path, score FROM doc
@@ -40,7 +41,7 @@ def test_statement_parts_are_captured() -> None:
     assert query.order_by == "score" and query.descending
     assert query.limit == 8 and query.offset == 0
     assert query.filter == And(
-        (Comparison("doc.path", "GLOB", "**/api/**"), Comparison("chunk.tokens", "<=", 256))
+        (Compare("resource.uri", "GLOB", "**/api/**"), Compare("item.token_count", "<=", 256))
     )
 
 
@@ -55,11 +56,11 @@ def test_and_binds_tighter_than_or_and_not_applies_to_a_term() -> None:
     expr = parse_filter("doc.tag = 'a' OR doc.tag = 'b' AND NOT chunk.tokens > 5")
     assert expr == Or(
         (
-            Comparison("doc.tag", "=", "a"),
-            And((Comparison("doc.tag", "=", "b"), Not(Comparison("chunk.tokens", ">", 5)))),
+            Compare("resource.tags", "=", "a"),
+            And((Compare("resource.tags", "=", "b"), Not(Compare("item.token_count", ">", 5)))),
         )
     )
-    assert parse_filter("doc.tag NOT IN ('x')") == InList("doc.tag", ("x",), negated=True)
+    assert parse_filter("doc.tag NOT IN ('x')") == InList("resource.tags", ("x",), negated=True)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,3 +41,45 @@ def test_cli_import_path_is_free_of_the_mcp_sdk() -> None:
     code = "import sys, server.cli.main; print('mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# Feature packages talk to storage through the ports only (issue 10): no SQL text, no
+# connection, no backend module. The import-linter contracts check the imports; this checks
+# what an import check cannot see: SQL strings and connection handles in the code itself.
+FEATURES = ("documents", "rules", "hierarchy", "memories", "pipeline", "backup.py", "retrieval")
+# SQL over memoir's own tables (RQL's own SELECT … FROM doc|chunk is a query language, not SQL).
+_SQL = re.compile(
+    r"\b(SELECT|INSERT INTO|UPDATE|DELETE FROM|CREATE TABLE|CREATE INDEX)\b[^\n]*?\b"
+    r"(item|item_fts|item_vec|resource|entity|relation|observation|category|meta|run|event|"
+    r"tombstone|schema_migration)\b"
+)
+_HANDLES = (".execute(", ".executemany(", ".db.read", ".db.write", "conn.", "cursor(")
+
+
+def _feature_files() -> list[Path]:
+    files: list[Path] = []
+    for name in FEATURES:
+        target = ROOT / "memory_core" / name
+        if target.is_file():
+            files.append(target)
+        elif target.is_dir():
+            files.extend(target.rglob("*.py"))
+    return files
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="TRANSITIONAL: rules still reach the SQLite store directly until they move onto the "
+    "ports (issue 10); this marker goes when they do",
+)
+def test_no_feature_module_holds_sql_or_a_connection() -> None:
+    offenders: list[str] = []
+    for path in _feature_files():
+        text = path.read_text(encoding="utf-8")
+        offenders.extend(
+            f"{path.relative_to(ROOT)}: {m.group(0)[:60]}" for m in _SQL.finditer(text)
+        )
+        for marker in _HANDLES:
+            if marker in text:
+                offenders.append(f"{path.relative_to(ROOT)}: {marker.strip()}")
+    assert not offenders, "\n".join(offenders)

@@ -228,7 +228,9 @@ async def hierarchy_store_factory(
     async def factory(depth: int = 3, retries: int = 3) -> HierarchyStore:
         if backend == "sqlite":
             try:
-                from memory_core.storage.sqlite.hierarchy import SqliteHierarchyStore
+                from memory_core.hierarchy.port_store import (
+                    PortHierarchyStore as SqliteHierarchyStore,
+                )
             except ImportError as exc:  # 6a's module not in the tree yet
                 pytest.skip(f"SqliteHierarchyStore is not available: {exc}")
             from memory_core.service import Memoir

@@ -6,10 +6,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_core.chunking import chunk_by_sentences as _chunk_by_sentences
 from memory_core.errors import InvalidInputError
-from memory_core.hierarchy.chunking import chunk_text
+from memory_core.tokens import create_token_counter
 
 from .conftest import DATA
+
+_COUNT = create_token_counter("chars4").count
+
+
+def chunk_text(text: str, **kwargs: object):  # type: ignore[no-untyped-def]
+    return _chunk_by_sentences(text, count=_COUNT, **kwargs)  # type: ignore[arg-type]
 
 
 def paragraph(words: int, seed: str) -> str:

@@ -10,8 +10,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from memory_core.errors import NotFoundError
+from memory_core.hierarchy.port_store import CHUNK_KIND
 from memory_core.service import Memoir, MemoirSync
-from memory_core.storage.sqlite.hierarchy import CHUNK_KIND
 
 from .conftest import Script, answer_all, first_option_or, make_settings, open_memoir, pick_first
 

@@ -5,12 +5,14 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from memory_core.context import CoreContext
 from memory_core.documents.fel import parse_filter
 from memory_core.embed import create_embedder
 from memory_core.errors import InvalidInputError
-from memory_core.retrieval.hybrid import hybrid_search, search
+from memory_core.filters import Filter
+from memory_core.retrieval.engine import Hit, SearchEngine, SearchMode, SearchRequest
+from memory_core.scope import Scope
 from memory_core.service import Memoir
-from memory_core.storage.sqlite.doc_filters import compile_filter
 
 pytestmark = pytest.mark.anyio
 
@@ -46,6 +48,20 @@ class LoadingEmbedder:
         return await self._inner.embed_query(text)
 
 
+async def hybrid_search(
+    ctx: CoreContext,
+    text: str,
+    *,
+    scope: str,
+    kinds: Sequence[str],
+    k: int,
+    mode: SearchMode = "hybrid",
+    where: Filter | None = None,
+) -> list[Hit]:
+    request = SearchRequest(text, Scope.of(scope), tuple(kinds), k, mode=mode, where=where)  # type: ignore[arg-type]
+    return (await ctx.engine.search(request)).hits
+
+
 async def _corpus(memoir: Memoir) -> None:
     docs = memoir.documents
     await docs.add_text("Retries use exponential backoff with jitter.", path="a.md", scope="s")
@@ -64,7 +80,7 @@ async def test_hits_carry_each_arms_raw_score_and_rank(memoir: Memoir) -> None:
     )
     top = hits[0]
     assert top.lexical is not None and top.semantic is not None
-    assert top.lexical.raw < 0 and top.lexical.score == -top.lexical.raw
+    assert top.lexical.raw < 0 and top.lexical.score == -top.lexical.raw  # bm25 is negative
     assert top.semantic.score == pytest.approx(1 - top.semantic.raw)
     assert top.lexical.rank == 1
 
@@ -79,8 +95,8 @@ async def test_scope_isolates_results(memoir: Memoir) -> None:
 async def test_falls_back_to_lexical_while_the_embedder_loads(memoir: Memoir) -> None:
     await _corpus(memoir)
     loading = LoadingEmbedder()
-    memoir.context.embedder = loading  # type: ignore[assignment]
-    outcome = await search(memoir.context, "backoff", scope="s", kinds=["chunk"], k=5)
+    engine = SearchEngine(memoir.store, loading, memoir.settings.search)  # type: ignore[arg-type]
+    outcome = await engine.search(SearchRequest("backoff", Scope.of("s"), ("chunk",), 5))
     assert outcome.mode == "lexical"
     assert any("loading" in w for w in outcome.warnings)
     assert loading.load_requested
@@ -90,15 +106,14 @@ async def test_falls_back_to_lexical_while_the_embedder_loads(memoir: Memoir) ->
 @pytest.mark.parametrize("mode", ["hybrid", "lexical", "semantic"])
 async def test_selective_filters_never_starve_results(memoir: Memoir, mode: str) -> None:
     await _corpus(memoir)
-    flt = compile_filter(parse_filter("doc.tag = 'rare'"))
     hits = await hybrid_search(
         memoir.context,
         "deploy logs note",
         scope="s",
         kinds=["chunk"],
         k=5,
-        mode=mode,
-        filter_sql=flt,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        where=parse_filter("doc.tag = 'rare'"),
     )
     assert len(hits) == 2  # min(k, matches)
 

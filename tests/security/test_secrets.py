@@ -234,6 +234,14 @@ def test_no_cli_output_or_export_shows_a_secret(
     exported = (root / "backup.jsonl").read_text()
     assert (root / "backup.jsonl").stat().st_mode & 0o777 == 0o600
     assert not _leaks(exported) and REDACTED_PREFIX in exported
+    # The backup still restores (vectors untouched by the redaction) and answers searches.
+    restored = root / "restored"
+    restored.mkdir()
+    (restored / ".git").mkdir()
+    done = _cli(restored, project, "import", str(root / "backup.jsonl"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = _cli(restored, project, "search", "recovery blob", "--json")
+    assert "Recovery blob" in found.stdout and not _leaks(found.stdout)
     joined = "\n".join(outputs)
     assert not _leaks(joined)
     assert REDACTED_PREFIX in joined

@@ -8,7 +8,7 @@ opener in :func:`open_test_store`; a backend whose service is unavailable FAILS 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,15 @@ async def open_test_store(backend: str, tmp_path: Path) -> Store:
         raise AssertionError(f"no opener for {backend}")
     await store.ensure_embedder("hash:contract", DIM)
     return store
+
+
+@pytest.fixture
+def store_factory(
+    request: pytest.FixtureRequest,
+) -> Callable[[Path], Awaitable[Store]]:
+    """Opens another, empty store of the same backend as ``store`` (in the given folder)."""
+    backend = request.node.callspec.params["store"]
+    return lambda folder: open_test_store(backend, folder)
 
 
 @pytest.fixture(params=STORE_BACKENDS)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from memory_core.errors import InvalidInputError
@@ -303,3 +306,81 @@ async def test_structured_selects_order_page_and_count(store: Store, scope: Scop
     everywhere = await store.read(lambda tx: tx.resources.find(None, include_deleted=True))
     assert len(everywhere) == 3
     assert len(await store.read(lambda tx: tx.items.find(None, kinds=["chunk"]))) == 6
+
+
+async def test_dump_and_restore_round_trip_through_natural_keys(
+    store: Store, scope: Scope, store_factory: Any, tmp_path: Path
+) -> None:
+    from store_testkit import unit_vectors
+
+    from memory_core.models import ItemUpdate
+
+    res = await store.write(
+        lambda tx: tx.resources.add(resource(scope, "doc", "a.md", tags=("x",)))
+    )
+    cat = await store.write(
+        lambda tx: tx.categories.create(scope, parent_id=None, level=1, name="Top")
+    )
+    leaf = await store.write(
+        lambda tx: tx.categories.create(scope, parent_id=cat.category_id, level=2, name="Leaf")
+    )
+    ids = await store.write(
+        lambda tx: tx.items.add(
+            [
+                NewItem(
+                    uid="a",
+                    kind="chunk",
+                    text="alpha",
+                    token_count=1,
+                    scope=scope,
+                    resource_id=res,
+                    simhash=12345,
+                ),
+                NewItem(
+                    uid="b",
+                    kind="hierarchy_chunk",
+                    text="beta",
+                    token_count=1,
+                    scope=scope,
+                    category_id=leaf.category_id,
+                ),
+            ],
+            unit_vectors(2),
+        )
+    )
+    await store.write(lambda tx: tx.items.update(ids[0], ItemUpdate(superseded_by=ids[1])))
+    ents = await store.write(
+        lambda tx: tx.graph.ensure_entities(scope, [NewEntity("topic", "t", "T", resource_id=res)])
+    )
+    await store.write(
+        lambda tx: tx.graph.apply_edges(
+            scope, add=[Edge("item", ids[0], "topic", "entity", ents[("topic", "t")])], remove=[]
+        )
+    )
+    await store.write(
+        lambda tx: tx.graph.add_observations(scope, ents[("topic", "t")], ["o1", "o2"])
+    )
+    await store.write(lambda tx: tx.tombstones.add(scope, "memory", "d", expires_at="2099-01-01"))
+    await store.write(lambda tx: tx.log.record_event(scope, "pin", subject="a"))
+    await store.write(lambda tx: tx.log.record_run(scope, "search", took_ms=1.5, payload={"q": 1}))
+    first: list[dict[str, object]] = []
+    assert await store.dump(None, first.append) == len(first)
+    types = {r["type"] for r in first}
+    assert {"resource", "category", "entity", "item", "supersede", "relation", "observation",
+            "tombstone", "event", "run"} <= types  # fmt: skip
+    assert not any("id" in r or "item_id" in r or "resource_id" in r for r in first)
+    (tmp_path / "second").mkdir()
+    other = await store_factory(tmp_path / "second")
+    try:
+        written = await other.restore(first)
+        assert written["item"] == 2 and written["relation"] == 1
+        second: list[dict[str, object]] = []
+        await other.dump(None, second.append)
+        assert second == first
+        assert sum((await other.restore(first)).values()) == 0  # restoring again adds nothing
+        near = await other.read(lambda tx: tx.items.near_simhash(scope, 12345))
+        assert [i.uid for i in near] == ["a"]
+        found = await other.read(lambda tx: tx.vectors.vectors([i.item_id for i in near]))
+        assert len(found) == 1
+    finally:
+        await other.close()

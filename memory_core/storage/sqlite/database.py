@@ -379,7 +379,7 @@ class SqliteDatabase:
         # aiosqlite exposes no public "run this function in your thread" call; _execute is that
         # call (it queues fn on the connection's own thread). Kept to this one place.
         raw = conn._conn  # the DB-API connection owned by that thread
-        return await conn._execute(fn, raw, *args)  # type: ignore[no-any-return]
+        return await conn._execute(fn, raw, *args)  # type: ignore[no-any-return,no-untyped-call]
 
     def _require(self, conn: aiosqlite.Connection | None) -> aiosqlite.Connection:
         if conn is None:
@@ -438,7 +438,7 @@ class SqliteDatabase:
                             "WAL not emptied after a delete: another process is reading",
                             path=str(self.path),
                         )
-                    return result
+                    return result  # type: ignore[no-any-return]
                 except MemoirError:
                     raise
                 except Exception as exc:

@@ -16,7 +16,7 @@ import numpy as np
 
 from memory_core.errors import EmbeddingError, InvalidInputError
 from memory_core.filters import Filter
-from memory_core.kinds import ItemKind
+from memory_core.kinds import ItemKind, check_item_kind
 from memory_core.models import Item, ItemUpdate, NewItem, content_hash, utc_now
 from memory_core.scope import Scope
 from memory_core.storage.ports import ItemOrder, ItemTotals
@@ -155,14 +155,18 @@ def bump_vector_generation(conn: Any, scope_keys: Iterable[str]) -> None:
 def scope_kind_where(
     scope: Scope | None, kinds: Sequence[str], *, table: str = "item"
 ) -> tuple[str, list[Any]]:
-    """``deleted = 0 AND scope = ? AND kind IN (…)`` over ``table`` (the one builder)."""
+    """``deleted = 0 AND scope = ? AND kind IN (…)`` over ``table`` (the one builder).
+
+    Kinds come from the closed registry (checked here) and are written as literals, so the
+    planner can match partial indexes on kind (``item_recent``).
+    """
     clauses, params = [f"{table}.deleted = 0"], []
     if scope is not None:
         clauses.append(f"{table}.scope = ?")
         params.append(scope.key)
     if kinds:
-        clauses.append(f"{table}.kind IN ({','.join('?' * len(kinds))})")
-        params.extend(kinds)
+        literals = ",".join(f"'{check_item_kind(k)}'" for k in dict.fromkeys(kinds))
+        clauses.append(f"{table}.kind IN ({literals})")
     return " AND ".join(clauses), params
 
 
@@ -556,10 +560,8 @@ def vector_search(
     from memory_core.models import ScoredId
     from memory_core.storage.sqlite.vectors import SqliteVectors
 
+    wanted = [check_item_kind(kind) for kind in kinds]
     found = SqliteVectors(conn).search(
-        query,
-        None if scope is None else Scope.of(scope),
-        kinds=kinds,
-        k=k,  # type: ignore[arg-type]
+        query, None if scope is None else Scope.of(scope), kinds=wanted, k=k
     )
     return [ScoredId(h.item_id, 1.0 - h.score) for h in found.hits]

@@ -17,8 +17,10 @@ from memory_core.models import DoctorFinding, StoreHealth, StoreStats
 from memory_core.scope import DEFAULT_SCOPE_SCHEMA, Scope, ScopeSchema
 from memory_core.storage.ports import ALL_CAPABILITIES, BackendName, Capability, Tx, VectorHits
 from memory_core.storage.sqlite import items as item_sql
+from memory_core.storage.sqlite.consistency import consistency_findings
 from memory_core.storage.sqlite.database import SqliteDatabase
 from memory_core.storage.sqlite.driver import load_vec_extension
+from memory_core.storage.sqlite.dump import decode_embedding, dump_rows, restore_rows
 from memory_core.storage.sqlite.health import collect_stats, diagnose_file
 from memory_core.storage.sqlite.meta import (
     EMBEDDER_ID_KEY,
@@ -44,6 +46,15 @@ __all__ = ["SqliteStore"]
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+
+def _in_snapshot(conn: Any, fn: Callable[[Tx], T]) -> T:
+    # One read transaction, so every statement of ``fn`` sees the same snapshot (WAL).
+    conn.execute("BEGIN")
+    try:
+        return fn(SqliteTx(conn))
+    finally:
+        conn.execute("COMMIT")
 
 
 def _cache_key(scope: Scope | None, kinds: Sequence[str]) -> CacheKey:
@@ -114,7 +125,7 @@ class SqliteStore:
     # -- transactions ----------------------------------------------------------------------
 
     async def read(self, fn: Callable[[Tx], T]) -> T:
-        return await self.db.read(lambda conn: fn(SqliteTx(conn)))
+        return await self.db.read(_in_snapshot, fn)
 
     async def write(self, fn: Callable[[Tx], T]) -> T:
         return await self.db.write(lambda conn: fn(SqliteTx(conn)))
@@ -234,7 +245,10 @@ class SqliteStore:
     async def diagnose(self, *, configured_embedder: str | None) -> list[DoctorFinding]:
         return await anyio.to_thread.run_sync(
             lambda: diagnose_file(
-                self.db.path, self.db.driver, configured_embedder=configured_embedder
+                self.db.path,
+                self.db.driver,
+                configured_embedder=configured_embedder,
+                extra_checks=(consistency_findings,),
             )
         )
 
@@ -290,6 +304,30 @@ class SqliteStore:
             self._cache.drop()
         log.info("re-embedded store", items=count, embedder=embedder_id, dimension=dimension)
         return count
+
+    async def dump(self, scope: Scope | None, sink: Callable[[dict[str, Any]], None]) -> int:
+        def run(conn: Any) -> int:
+            count = 0
+            # One read transaction: the whole backup is one snapshot.
+            conn.execute("BEGIN")
+            try:
+                for record in dump_rows(conn, scope.key if scope is not None else None):
+                    sink(record)
+                    count += 1
+            finally:
+                conn.execute("COMMIT")
+            return count
+
+        return await self.db.read(run)
+
+    async def restore(self, records: Sequence[dict[str, Any]]) -> dict[str, int]:
+        batch = list(records)
+        counts = await self.db.write(
+            lambda conn: restore_rows(conn, batch, decode_vector=decode_embedding)
+        )
+        if self._cache is not None:
+            self._cache.drop()
+        return counts
 
     async def compact(self) -> dict[str, Any]:
         before = (await self.stats()).file_bytes

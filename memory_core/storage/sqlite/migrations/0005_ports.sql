@@ -14,8 +14,11 @@ INSERT INTO item_simhash_band (scope, band, value, item_id)
     SELECT scope, b.band, (simhash >> (16 * b.band)) & 65535, item_id
     FROM item, (SELECT 0 AS band UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3) AS b
     WHERE simhash IS NOT NULL;
--- The "recent" item order (newest change first) within a scope and kind.
-CREATE INDEX item_scope_kind_updated ON item(scope, kind, updated_at, item_id);
+-- The "recent" item order (newest change first), for the kinds listed by recency (agent
+-- memories, memory-layer items). Partial: a document chunk or directive write does not pay
+-- for it. Queries name these kinds as literals, so the planner can use it.
+CREATE INDEX item_recent ON item(scope, kind, updated_at, item_id)
+    WHERE kind IN ('memory', 'layer_item');
 -- Events by kind (audit trail filters, telemetry counts).
 CREATE INDEX event_scope_kind_time ON event(scope, kind, created_at);
 -- Tombstones by kind and uid (a forgotten memory's digest is checked on every remember).

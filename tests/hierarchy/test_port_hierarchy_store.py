@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from memory_core.errors import InvalidInputError
+from memory_core.hierarchy.port_store import CHUNK_KIND, PortHierarchyStore
 from memory_core.hierarchy.store import NewChunk
 from memory_core.models import content_hash
 from memory_core.service import Memoir
-from memory_core.storage.sqlite.hierarchy import CHUNK_KIND, SqliteHierarchyStore
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +19,7 @@ def chunk(uid: str, text: str, created_at: str) -> NewChunk:
     return NewChunk(uid, text, len(text.split()), content_hash(text), created_at)
 
 
-async def path(store: SqliteHierarchyStore, *names: str) -> list[int]:
+async def path(store: PortHierarchyStore, *names: str) -> list[int]:
     ids: list[int] = []
     for level, name in enumerate(names, start=1):
         category = await store.create_category(
@@ -30,7 +30,7 @@ async def path(store: SqliteHierarchyStore, *names: str) -> list[int]:
 
 
 async def test_normalised_names_do_not_make_twins(memoir: Memoir) -> None:
-    store = SqliteHierarchyStore(memoir.store, depth=3)
+    store = PortHierarchyStore(memoir.store, depth=3)
     first = await store.create_category("s", parent_id=None, level=1, name="Databases")
     again = await store.create_category("s", parent_id=None, level=1, name="  databases ")
     assert again.category_id == first.category_id
@@ -41,7 +41,7 @@ async def test_normalised_names_do_not_make_twins(memoir: Memoir) -> None:
 
 
 async def test_level_and_parent_rules_are_enforced(memoir: Memoir) -> None:
-    store = SqliteHierarchyStore(memoir.store, depth=3)
+    store = PortHierarchyStore(memoir.store, depth=3)
     top = await store.create_category("s", parent_id=None, level=1, name="Top")
     with pytest.raises(InvalidInputError):
         await store.create_category("s", parent_id=top.category_id, level=1, name="Bad")
@@ -52,11 +52,11 @@ async def test_level_and_parent_rules_are_enforced(memoir: Memoir) -> None:
     with pytest.raises(InvalidInputError):
         await store.create_category("s", parent_id=None, level=4, name="Too deep")
     with pytest.raises(InvalidInputError):
-        SqliteHierarchyStore(memoir.store, depth=101)
+        PortHierarchyStore(memoir.store, depth=101)
 
 
 async def test_chunks_link_only_to_leaf_categories(memoir: Memoir) -> None:
-    store = SqliteHierarchyStore(memoir.store, depth=2)
+    store = PortHierarchyStore(memoir.store, depth=2)
     top, leaf = await path(store, "Top", "Leaf")
     with pytest.raises(InvalidInputError) as info:
         await store.add_chunks("s", top, [chunk("u1", "text one", "2026-01-01T00:00:00")])
@@ -76,7 +76,7 @@ async def test_chunks_link_only_to_leaf_categories(memoir: Memoir) -> None:
 async def test_chunks_come_in_created_at_then_uid_order_with_keyset_pages(
     memoir: Memoir,
 ) -> None:
-    store = SqliteHierarchyStore(memoir.store, depth=1)
+    store = PortHierarchyStore(memoir.store, depth=1)
     (leaf,) = await path(store, "Only")
     stamps = ["2026-01-02", "2026-01-01", "2026-01-01", "2026-01-03"]
     uids = ["d", "c", "a", "b"]
@@ -95,7 +95,7 @@ async def test_chunks_come_in_created_at_then_uid_order_with_keyset_pages(
 
 
 async def test_runs_are_recorded_per_scope_newest_first(memoir: Memoir) -> None:
-    store = SqliteHierarchyStore(memoir.store, depth=3)
+    store = PortHierarchyStore(memoir.store, depth=3)
     await store.record_run("s", "hierarchy_query", 1.5, {"n": 1})
     await store.record_run("s", "hierarchy_query", 2.5, {"n": 2})
     await store.record_run("other", "hierarchy_query", 2.5, {"n": 3})

@@ -1,6 +1,14 @@
-"""Split text into chunks for the category hierarchy (memoirAI Requirements 2 and 7). Pure.
+"""The one chunker: text into :class:`TextChunk` values, each ``text[start:end]`` with its
+token count. Pure. Two policies, one per spec, sharing the value type and the token counter:
 
-The text is cut into *units*: sentences (split after each configured delimiter, by default a
+- :func:`chunk_by_tokens` (Recall, documents): overlapping windows of whole words, each at most
+  ``chunk_tokens`` tokens, consecutive windows sharing about ``overlap_tokens``. Boundaries
+  depend only on the text and the settings, so chunk ids (document id + offset) are stable. A
+  "word" longer than a window (minified code, a base64 blob) is cut by characters first.
+- :func:`chunk_by_sentences` (memoirAI, the category hierarchy): sentences inside paragraphs,
+  packed between ``min_chars`` and ``max_chars`` (details below).
+
+Sentence packing: the text is cut into *units*: sentences (split after each configured delimiter, by default a
 period or a line break) inside paragraphs (split at blank lines). Units are packed greedily:
 
 - a chunk is closed at a paragraph end once it holds at least ``min_chars`` characters, so
@@ -19,12 +27,18 @@ Each chunk keeps its character offsets into the original text, and its text is e
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memory_core.errors import InvalidInputError
 
-__all__ = ["DEFAULT_DELIMITERS", "ChunkingResult", "TextChunk", "chunk_text"]
+__all__ = [
+    "DEFAULT_DELIMITERS",
+    "ChunkingResult",
+    "TextChunk",
+    "chunk_by_sentences",
+    "chunk_by_tokens",
+]
 
 DEFAULT_DELIMITERS: tuple[str, ...] = (".", "\n")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
@@ -32,11 +46,12 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 
 @dataclass(frozen=True, slots=True)
 class TextChunk:
-    """One chunk: its text and where it sits in the original."""
+    """A chunk: ``text == original[start:end]`` and its exact token count."""
 
-    text: str
     start: int
     end: int
+    text: str
+    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +150,10 @@ def _units(text: str, max_chars: int, pattern: re.Pattern[str]) -> list[_Unit]:
     return units
 
 
-def chunk_text(
+def chunk_by_sentences(
     text: str,
     *,
+    count: Callable[[str], int],
     min_chars: int = 1000,
     max_chars: int = 2000,
     delimiters: Sequence[str] = DEFAULT_DELIMITERS,
@@ -146,6 +162,7 @@ def chunk_text(
 
     Args:
         text: the text to split.
+        count: the token counter's ``count`` (each chunk records its tokens).
         min_chars: a chunk is closed at a paragraph end once it is at least this long.
         max_chars: no chunk is longer than this.
         delimiters: strings after which a sentence ends (a period counts only before
@@ -195,4 +212,93 @@ def chunk_text(
             f"last chunk has {spans[-1][1] - spans[-1][0]} characters, below the minimum "
             f"({min_chars}); kept"
         )
-    return ChunkingResult([TextChunk(text[s:e], s, e) for s, e in spans], warnings)
+    return ChunkingResult(
+        [TextChunk(s, e, text[s:e], count(text[s:e])) for s, e in spans], warnings
+    )
+
+
+# -- token windows (Recall) ------------------------------------------------------------
+
+_PIECE = re.compile(r"\S+\s*")
+
+
+def _pieces(text: str, max_piece_chars: int) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    for match in _PIECE.finditer(text):
+        start, end = match.span()
+        while end - start > max_piece_chars:
+            spans.append((start, start + max_piece_chars))
+            start += max_piece_chars
+        spans.append((start, end))
+    return spans
+
+
+def chunk_by_tokens(
+    text: str,
+    *,
+    chunk_tokens: int,
+    overlap_tokens: int,
+    count: Callable[[str], int],
+) -> list[TextChunk]:
+    """Split ``text`` into overlapping chunks of at most ``chunk_tokens`` tokens.
+
+    Args:
+        text: the document text.
+        chunk_tokens: the most tokens a chunk may count (>= 1).
+        overlap_tokens: about how many tokens consecutive chunks share (< chunk_tokens).
+        count: the token counter's ``count``.
+
+    Raises:
+        ValueError: the sizes are inconsistent.
+    """
+    if chunk_tokens < 1 or overlap_tokens < 0:
+        raise ValueError(f"bad chunk sizes: chunk_tokens={chunk_tokens}, overlap={overlap_tokens}")
+    overlap_tokens = min(overlap_tokens, chunk_tokens // 2)
+    # No tokenizer packs more than ~6 characters per token on real text; this keeps a single
+    # piece within a chunk's budget for any counter.
+    pieces = _pieces(text, max(8, chunk_tokens * 2))
+    chunks: list[TextChunk] = []
+    first = 0
+    guess = max(1, (chunk_tokens * 3) // 4)  # words per chunk; refined as we learn the ratio
+    while first < len(pieces):
+        size = min(guess, len(pieces) - first)
+        body = text[pieces[first][0] : pieces[first + size - 1][1]]
+        tokens = count(body)
+        # Grow while it fits, shrink while it does not; a few steps settle it.
+        while tokens > chunk_tokens and size > 1:
+            size = max(1, min(size - 1, int(size * chunk_tokens / tokens)))
+            body = text[pieces[first][0] : pieces[first + size - 1][1]]
+            tokens = count(body)
+        while first + size < len(pieces):
+            step = max(1, int(size * (chunk_tokens - tokens) / max(tokens, 1)))
+            trial = min(len(pieces) - first, size + step)
+            trial_body = text[pieces[first][0] : pieces[first + trial - 1][1]]
+            trial_tokens = count(trial_body)
+            if trial_tokens > chunk_tokens:
+                if step == 1:
+                    break
+                # Too far: try a single piece more before giving up.
+                trial = size + 1
+                trial_body = text[pieces[first][0] : pieces[first + trial - 1][1]]
+                trial_tokens = count(trial_body)
+                if trial_tokens > chunk_tokens:
+                    break
+            size, body, tokens = trial, trial_body, trial_tokens
+        if tokens > chunk_tokens:  # one piece still too long for this counter: cut it
+            start = pieces[first][0]
+            body = body[: max(1, len(body) * chunk_tokens // max(tokens, 1))]
+            while count(body) > chunk_tokens and len(body) > 1:
+                body = body[: len(body) * 9 // 10]
+            end = start + len(body)
+            chunks.append(TextChunk(start, end, body, count(body)))
+            pieces[first] = (end, pieces[first][1])
+            continue
+        start = pieces[first][0]
+        end = pieces[first + size - 1][1]
+        chunks.append(TextChunk(start, end, body, tokens))
+        guess = size
+        if first + size >= len(pieces):
+            break
+        back = int(size * overlap_tokens / max(tokens, 1)) if overlap_tokens else 0
+        first += max(1, size - back)
+    return chunks

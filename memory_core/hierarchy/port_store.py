@@ -1,0 +1,213 @@
+"""The hierarchy's storage, on the store's ports (no SQL): categories in the category
+repository, chunks as items of kind ``hierarchy_chunk`` filed under leaf categories (so the
+one hybrid engine finds them too), query runs in the log.
+
+:class:`PortHierarchyStore` implements the feature's narrow
+:class:`~memory_core.hierarchy.store.HierarchyStore` protocol; the hierarchy's own rule that
+chunks are filed only under categories at the configured depth is enforced here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memory_core.errors import InvalidInputError
+from memory_core.filters import Compare
+from memory_core.hierarchy.store import HierarchyChunk, NewChunk
+from memory_core.kinds import HIERARCHY_CHUNK
+from memory_core.models import Category, Item, NewItem
+from memory_core.scope import Scope
+from memory_core.storage.ports import Store, Tx
+
+__all__ = ["CHUNK_KIND", "PortHierarchyStore"]
+
+CHUNK_KIND = HIERARCHY_CHUNK
+
+
+def _chunk(item: Item) -> HierarchyChunk:
+    return HierarchyChunk(
+        chunk_id=item.item_id,
+        uid=item.uid,
+        category_id=int(item.category_id or 0),
+        text=item.text,
+        token_count=item.token_count,
+        content_hash=item.content_hash,
+        created_at=item.created_at,
+    )
+
+
+class PortHierarchyStore:
+    """The hierarchy on an open :class:`~memory_core.storage.ports.Store` (the facade owns it).
+
+    Args:
+        store: the open store.
+        depth: the configured hierarchy depth (1..100); chunks link only at this level.
+
+    Raises:
+        InvalidInputError: ``depth`` is outside 1..100.
+    """
+
+    def __init__(self, store: Store, *, depth: int) -> None:
+        if not 1 <= depth <= 100:
+            raise InvalidInputError(
+                f"hierarchy depth {depth} is outside 1..100", hint="set hierarchy.depth to 1..100"
+            )
+        self.store = store
+        self.depth = depth
+
+    @property
+    def backend(self) -> str:
+        return self.store.backend
+
+    async def open(self) -> PortHierarchyStore:
+        return self  # the facade opened the store (and its schema)
+
+    async def close(self) -> None:
+        return None  # the facade closes the store
+
+    async def categories(
+        self, scope: str, *, parent_id: int | None, level: int | None = None
+    ) -> list[Category]:
+        key = Scope.of(scope)
+        return await self.store.read(lambda tx: tx.categories.children(key, parent_id, level=level))
+
+    async def all_categories(self, scope: str) -> list[Category]:
+        key = Scope.of(scope)
+        return await self.store.read(lambda tx: tx.categories.all(key))
+
+    async def count_categories(self, scope: str) -> int:
+        key = Scope.of(scope)
+        return await self.store.read(lambda tx: tx.categories.count(key))
+
+    async def create_category(
+        self, scope: str, *, parent_id: int | None, level: int, name: str
+    ) -> Category:
+        if not 1 <= level <= self.depth:
+            raise InvalidInputError(
+                f"category level {level} is outside the hierarchy depth 1..{self.depth}",
+                hint="create categories from level 1 down to hierarchy.depth",
+            )
+        key = Scope.of(scope)
+        return await self.store.write(
+            lambda tx: tx.categories.create(key, parent_id=parent_id, level=level, name=name)
+        )
+
+    async def add_chunks(
+        self,
+        scope: str,
+        category_id: int,
+        chunks: Sequence[NewChunk],
+        vectors: Any | None = None,
+    ) -> list[int]:
+        key = Scope.of(scope)
+        items = [
+            NewItem(
+                uid=chunk.uid,
+                kind=CHUNK_KIND,
+                text=chunk.text,
+                token_count=chunk.token_count,
+                scope=key,
+                content_hash=chunk.content_hash,
+                category_id=category_id,
+                created_at=chunk.created_at,
+                metadata={**chunk.metadata, **({"source": chunk.source} if chunk.source else {})},
+            )
+            for chunk in chunks
+        ]
+        matrix = None if vectors is None else np.asarray(vectors, dtype=np.float32)
+        if matrix is not None and (matrix.ndim != 2 or matrix.shape[0] != len(items)):
+            raise InvalidInputError(
+                f"got vectors of shape {matrix.shape} for {len(items)} chunks",
+                hint="pass one vector per chunk (an array of shape (n, dim))",
+            )
+        depth = self.depth
+
+        def write(tx: Tx) -> list[int]:
+            category = tx.categories.get([category_id]).get(category_id)
+            if category is None or category.scope != key.key or category.level != depth:
+                found = "missing" if category is None else f"at level {category.level}"
+                raise InvalidInputError(
+                    f"chunks link only to leaf categories (level {depth}); "
+                    f"category {category_id} is {found}",
+                    hint="classify the chunk down to the deepest level first",
+                )
+            return tx.items.add(items, matrix)
+
+        return await self.store.write(write)
+
+    async def chunks_in_category(
+        self,
+        scope: str,
+        category_id: int,
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[HierarchyChunk]:
+        key = Scope.of(scope)
+        where = Compare("item.category_id", "=", category_id)
+        cursor = None
+        if after is not None:
+            # Keyset pagination in the spec's (created_at, uid) order: the page starts after
+            # the last chunk already read.
+            cursor = Item(
+                item_id=0, uid=after[1], scope=key.key, kind=CHUNK_KIND, text="", token_count=0,
+                content_hash="", resource_id=None, category_id=category_id, start_offset=None,
+                end_offset=None, start_line=None, end_line=None, simhash=None, importance=0.0,
+                pinned=False, repeat_count=0, tags=(), created_at=after[0], updated_at="",
+                valid_from=None, valid_to=None, superseded_by=None, deleted=False, metadata={},
+            )  # fmt: skip
+        page = await self.store.read(
+            lambda tx: tx.items.find(
+                key,
+                kinds=[CHUNK_KIND],
+                where=where,
+                order="created",
+                after=cursor,
+                limit=max(1, int(limit)),
+            )
+        )
+        return [_chunk(item) for item in page]
+
+    async def existing_chunks(self, scope: str, uids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Chunks already stored, by uid: (chunk id, category id). Lets re-ingest skip the LLM."""
+        key = Scope.of(scope)
+        found = await self.store.read(lambda tx: tx.items.by_uid(list(uids)))
+        return {
+            uid: (item.item_id, int(item.category_id))
+            for uid, item in found.items()
+            if item.scope == key.key and item.kind == CHUNK_KIND and item.category_id is not None
+        }
+
+    async def chunk_counts(self, scope: str) -> dict[int, int]:
+        """Chunks per category id (for the category tree)."""
+        key = Scope.of(scope)
+        return await self.store.read(lambda tx: tx.categories.item_counts(key, kinds=[CHUNK_KIND]))
+
+    async def record_run(
+        self, scope: str, kind: str, took_ms: float, payload: dict[str, Any]
+    ) -> int:
+        key = Scope.of(scope)
+        return await self.store.write(
+            lambda tx: tx.log.record_run(key, kind, took_ms=took_ms, payload=payload)
+        )
+
+    async def list_runs(
+        self, scope: str, *, kind: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        key = Scope.of(scope)
+        kinds = [kind] if kind is not None else []
+        runs = await self.store.read(lambda tx: tx.log.runs(key, kinds=kinds, limit=limit))
+        return [
+            {
+                "run_id": r.run_id,
+                "scope": r.scope,
+                "kind": r.kind,
+                "started_at": r.started_at,
+                "took_ms": r.took_ms,
+                "payload": r.payload,
+            }
+            for r in runs
+        ]
