@@ -51,7 +51,7 @@ from memory_core.rules.models import (
     ScoreBreakdown,
     UpsertReport,
 )
-from memory_core.rules.paths import validate_virtual_path
+from memory_core.rules.paths import escaping_links, validate_virtual_path
 from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
@@ -157,6 +157,10 @@ class RulesService:
         loaded = await anyio.to_thread.run_sync(lambda: read_rule_files(paths, roots, cwd=cwd))
         report = await ingest_loaded(
             self._ctx, loaded, scope=scope, overwrite=overwrite, started=started
+        )
+        # The folder walk skips links that escape; say so rather than skip them silently.
+        report.warnings.extend(
+            await anyio.to_thread.run_sync(lambda: escaping_links(paths, roots, cwd=cwd))
         )
         await self._refresh_after_write(scope, report)
         return report

@@ -74,6 +74,8 @@ async def test_declared_roots_never_widen_what_the_server_reads(tmp_path: Path) 
         assert result.is_error, path
         assert "skeleton key" not in _text(result)
     assert not own.is_error, _text(own)
+    # The walk skipped the link that leads out of the project, and said so.
+    assert "linked: skipped: a symlink leading outside" in _text(own)
     # The roots were ignored (with a warning), the scope is the configured workspace's.
     assert own.meta["io.memoir/scope"] == f"project:{project}"
     assert "ignored MCP roots" in _text(own)
