@@ -208,10 +208,10 @@ def build_plan(
         tags += list(d_topics) + list(conditions)
         item = NewItem(
             uid=stable_id("directive", scope, uri, directive.directive_key, digest),
-            kind=DIRECTIVE_KIND,
+            kind=DIRECTIVE_KIND,  # type: ignore[arg-type]
             text=_index_text(directive),
             token_count=line_tokens,
-            scope=scope,
+            scope=scope,  # type: ignore[arg-type]
             content_hash=digest,
             start_line=directive.line_start,
             end_line=directive.line_end,

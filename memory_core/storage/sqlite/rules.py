@@ -283,12 +283,12 @@ def _existing_edges(
             f"src_kind = 'item' AND src_id IN ({marks})",
             f"dst_kind = 'item' AND dst_id IN ({marks})",
         ):
-            found.update(tuple(r) for r in conn.execute(select + clause, (scope, *batch)))  # type: ignore[misc]
+            found.update(tuple(r) for r in conn.execute(select + clause, (scope, *batch)))
     for start in range(0, len(entities), 400):
         batch = entities[start : start + 400]
         marks = ",".join("?" * len(batch))
         found.update(
-            tuple(r)  # type: ignore[misc]
+            tuple(r)
             for r in conn.execute(
                 select + f"src_kind = 'entity' AND src_id IN ({marks}) AND dst_kind = 'item'",
                 (scope, *batch),
@@ -296,7 +296,7 @@ def _existing_edges(
         )
     marks = ",".join("?" * len(_RULE_EDGE_TYPES))
     found.update(
-        tuple(r)  # type: ignore[misc]
+        tuple(r)
         for r in conn.execute(
             select + f"src_kind = 'entity' AND src_id = ? AND rel_type IN ({marks}, 'has_section')",
             (scope, rule_entity, *_RULE_EDGE_TYPES),
