@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from memory_core.backup import open_private
 from memory_core.documents import ingest, maintenance, querying, transfer
 from memory_core.documents.responses import (
     AddReport,
@@ -23,6 +22,7 @@ from memory_core.documents.responses import (
 )
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.input_limits import check_path_lengths
+from memory_core.private_files import open_private_text
 from memory_core.retrieval.engine import SearchMode
 from memory_core.scope import Scope, ScopeLike, as_scope
 
@@ -186,7 +186,7 @@ class DocumentService:
         # Exports leave the store: private (0600), like the store itself.
         if isinstance(out, str | Path):
             path = Path(out)
-            with open_private(path) as handle:
+            with open_private_text(path) as handle:
                 report = await transfer.export_jsonl(self._ctx, handle, scope=_optional(scope))
             report.out = str(path)
             return report

@@ -8,12 +8,9 @@ and a cancelled coroutine can never leave a transaction half-open.
 Two connections per store: a writer (serialised by a lock) and a reader, so searches are never
 queued behind an ingest in the same process; WAL lets them run side by side.
 
-A write is only acknowledged into the file the store was opened on: if the path no longer names
-that file (deleted, or replaced by another, under a running server) the write is refused, since
-it would land in an unlinked inode and be lost. A quick integrity check (``PRAGMA
-quick_check(N)``, cut off after a time budget) runs on open and then every
-``storage.integrity_check_interval_s`` before a write; a corrupt store refuses writes.
-:meth:`SqliteDatabase.health` reports both. Deleting is verifiable (see ``privacy``).
+A write is only acknowledged into a store that can keep it (see ``integrity``: the file still
+the one opened, writable, and not failing its quick check), and deleting is verifiable (see
+``privacy``).
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.request import pathname2url
 
 import aiosqlite
 import anyio
@@ -39,11 +35,20 @@ from memory_core.errors import (
     MemoirError,
     StorageError,
 )
-from memory_core.models import StoreHealth, utc_now
+from memory_core.models import StoreHealth
 from memory_core.redaction import redact_text
 from memory_core.storage.sqlite import privacy
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension, select_driver
-from memory_core.storage.sqlite.health import read_only_reason
+from memory_core.storage.sqlite.driver_errors import (
+    is_driver_error,
+    recovery_hint,
+    translate_error,
+)
+from memory_core.storage.sqlite.integrity import (
+    OPEN_CHECK_BUDGET_S,
+    PERIODIC_CHECK_BUDGET_S,
+    StoreWatch,
+)
 from memory_core.storage.sqlite.migrate import apply_pending
 from memory_core.storage.url import DatabaseURL
 
@@ -52,52 +57,8 @@ __all__ = ["SqliteDatabase", "recovery_hint"]
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
-_CORRUPT_MARKERS = ("file is not a database", "malformed", "database disk image", "corrupt")
-_LOCKED_MARKERS = ("database is locked", "database table is locked", "busy")
-
-# Time budgets of the quick integrity check: a large store is checked as far as the budget goes
-# (status "unchecked" beyond it), so neither opening nor a write waits long.
-OPEN_CHECK_BUDGET_S = 0.5
-PERIODIC_CHECK_BUDGET_S = 1.0
 # Old runs are pruned at most this often (and on open).
 _PRUNE_EVERY_S = 3600.0
-
-
-def recovery_hint(path: Path | None) -> str:
-    """What to do with a corrupt file: keep a copy, salvage what can be read, start again."""
-    name = str(path) if path else "the database file"
-    return (
-        f"keep a copy of {name}; salvage rows with `sqlite3 {name} .recover | sqlite3 recovered.db`; "
-        f"or move it aside and re-create the store with `memoir init` and re-ingest "
-        f"(or `memoir import` a JSONL export)"
-    )
-
-
-def translate_error(exc: BaseException, path: Path | None) -> MemoirError:
-    """Turn a driver exception into an error from memoir's tree, naming the file and the fix."""
-    text = str(exc).lower()
-    where = str(path) if path else ":memory:"
-    if any(marker in text for marker in _CORRUPT_MARKERS):
-        return DatabaseCorruptError(
-            f"the database {where} is corrupt or not a memoir database: {exc}",
-            hint=recovery_hint(path),
-        )
-    if any(marker in text for marker in _LOCKED_MARKERS):
-        return DatabaseLockedError(
-            f"the database {where} stayed locked by another process: {exc}",
-            hint="wait for the other memoir process to finish, or raise storage.busy_timeout_ms",
-        )
-    if "database or disk is full" in text or "no space" in text:
-        return DatabaseUnavailableError(
-            f"the disk holding {where} is full; the write was not made: {exc}",
-            hint="free space on that disk (what was written before is intact), then retry",
-        )
-    if "unable to open" in text or "readonly" in text or "read-only" in text:
-        return DatabaseUnavailableError(
-            f"cannot open the database {where} for writing: {exc}",
-            hint="check that the folder exists and is writable by this user",
-        )
-    return StorageError(f"database error on {where}: {exc}", hint="run `memoir doctor` for details")
 
 
 def _create_private_file(path: Path) -> None:
@@ -132,9 +93,7 @@ class SqliteDatabase:
         self._write_lock = anyio.Lock()
         self.migrations_applied: list[str] = []
         self._forget_marks = privacy.ForgetMarks()
-        self._file_id: tuple[int, int] | None = None
-        self._integrity = StoreHealth("unchecked", "not checked yet")
-        self._checked_mono: float | None = None
+        self._watch = StoreWatch(self.path, self.settings, self.driver)
         self._pruned_mono: float | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -206,7 +165,7 @@ class SqliteDatabase:
         try:
             # An in-memory database is private to its connection, so it gets no second one.
             self._reader = await self._open_connection() if self.path else self._writer
-            self._remember_file()
+            self._watch.remember_file()
             await self.check_integrity(OPEN_CHECK_BUDGET_S)
             if migrate:
                 self.migrations_applied = await self._write(self._migrate)
@@ -237,127 +196,21 @@ class SqliteDatabase:
         if pruned:
             log.info("old runs deleted", count=pruned, retention_days=days)
 
-    # -- health ----------------------------------------------------------------------------
-
-    def _remember_file(self) -> None:
-        if self.path is None:
-            return
-        info = os.stat(self.path)
-        self._file_id = (info.st_dev, info.st_ino)
+    # -- health (see ``integrity``) -----------------------------------------------------
 
     def file_problem(self) -> MemoirError | None:
-        """Why writes would be lost, when the path no longer names the file that is open."""
-        if self.path is None or self._file_id is None:
-            return None
-        try:
-            info = os.stat(self.path)
-        except FileNotFoundError:
-            how = "deleted"
-        except OSError as exc:
-            how = f"made unreachable ({exc.strerror})"
-        else:
-            if (info.st_dev, info.st_ino) == self._file_id:
-                return None
-            how = "replaced by another file"
-        return DatabaseUnavailableError(
-            f"the database file {self.path} was {how} while memoir had it open; writes are "
-            "refused, because they would go to the old, unlinked file and be lost",
-            hint="restore the file from a backup (or let memoir create a new store), then "
-            "restart the server or command and repeat the writes that were refused",
-            details={"path": str(self.path), "file": how},
-        )
-
-    def _corruption(self) -> MemoirError | None:
-        if self._integrity.status != "corrupt":
-            return None
-        return DatabaseCorruptError(
-            f"refusing to write: the database {self.path} failed its integrity check "
-            f"({self._integrity.detail})",
-            hint=recovery_hint(self.path),
-        )
+        """Why writes would be lost: the path no longer names the file that is open."""
+        return self._watch.file_problem()
 
     async def check_integrity(self, budget_s: float = PERIODIC_CHECK_BUDGET_S) -> StoreHealth:
-        """Run ``PRAGMA quick_check(N)`` for at most ``budget_s`` seconds, on a connection of
-        its own (the open ones may serve pages from their cache: the check reads the disk)."""
-        if self._reader is None or self.path is None:
-            return self._integrity
-        limit = self.settings.integrity_check_max_errors
-
-        def check() -> list[str] | None:
-            # mode=rw: never create a file where the store's was deleted.
-            conn = self.driver.connect(
-                f"file:{pathname2url(str(self.path))}?mode=rw",
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=1.0,
-            )
-            try:
-                return _quick_check(conn, limit, budget_s)
-            finally:
-                conn.close()
-
-        try:
-            rows = await anyio.to_thread.run_sync(check)
-        except Exception as exc:
-            if not _is_driver_error(exc):
-                raise
-            error = translate_error(exc, self.path)
-            if isinstance(error, DatabaseCorruptError):
-                rows = [str(exc)]
-            else:  # locked or unreadable for now: not a verdict on the file
-                log.info("integrity check skipped", error=str(exc)[:200])
-                return self._integrity
-        self._checked_mono = time.monotonic()
-        if rows is None:
-            self._integrity = StoreHealth(
-                "unchecked", f"the check stopped after its {budget_s:g} s budget", utc_now()
-            )
-        elif rows == ["ok"]:
-            self._integrity = StoreHealth("ok", "quick_check: ok", utc_now())
-        else:
-            self._mark_corrupt("; ".join(rows[:3]))
-        return self._integrity
-
-    def _mark_corrupt(self, detail: str) -> None:
-        if self._integrity.status != "corrupt":
-            log.error("store failed its integrity check", path=str(self.path), detail=detail[:300])
-        self._integrity = StoreHealth(
-            "corrupt", f"quick_check: {detail[:500]}", utc_now(), hint=recovery_hint(self.path)
-        )
-
-    async def _check_if_due(self) -> None:
-        interval = self.settings.integrity_check_interval_s
-        now = time.monotonic()
-        if interval > 0 and (self._checked_mono is None or now - self._checked_mono >= interval):
-            await self.check_integrity(PERIODIC_CHECK_BUDGET_S)
-
-    def read_only_problem(self) -> MemoirError | None:
-        """Why writes would fail, when the file or its folder cannot be written."""
-        if self.path is None:
-            return None
-        reason = read_only_reason(self.path)
-        if reason is None:
-            return None
-        return DatabaseUnavailableError(
-            f"the database {self.path} is read-only ({reason}); writes are refused, what is "
-            "stored stays readable",
-            hint="remount the file system read-write, or give this user write permission on "
-            "the file and its folder, then retry",
-            details={"path": str(self.path), "read_only": reason},
-        )
+        """Run the quick integrity check now (at most ``budget_s`` seconds)."""
+        if self._reader is None:
+            return self._watch.integrity
+        return await self._watch.check(budget_s)
 
     async def health(self) -> StoreHealth:
         """The file and integrity status (the integrity check runs again when it is due)."""
-        problem = self.file_problem()
-        if problem is not None:
-            return StoreHealth("replaced", problem.message, utc_now(), hint=problem.hint)
-        read_only = self.read_only_problem()
-        if read_only is not None:
-            return StoreHealth("read_only", read_only.message, utc_now(), hint=read_only.hint)
-        if self.is_open:
-            await self._check_if_due()
-        return self._integrity
+        return await self._watch.health(check=self.is_open)
 
     def _migrate(self, conn: Any) -> list[str]:
         return apply_pending(conn, self.driver.module.complete_statement)
@@ -394,10 +247,10 @@ class SqliteDatabase:
         except MemoirError:
             raise
         except Exception as exc:
-            if _is_driver_error(exc):
+            if is_driver_error(exc):
                 error = translate_error(exc, self.path)
                 if isinstance(error, DatabaseCorruptError):
-                    self._mark_corrupt(str(exc))
+                    self._watch.mark_corrupt(str(exc))
                 raise error from exc
             raise
 
@@ -413,13 +266,7 @@ class SqliteDatabase:
             DatabaseUnavailableError: the file was deleted or replaced under the open store.
             DatabaseCorruptError: the store failed its integrity check.
         """
-        problem = self.file_problem() or self.read_only_problem()
-        if problem is not None:
-            raise problem
-        await self._check_if_due()
-        corruption = self._corruption()
-        if corruption is not None:
-            raise corruption
+        await self._watch.refuse_unsafe_write()
         if self._pruned_mono is not None and time.monotonic() - self._pruned_mono >= _PRUNE_EVERY_S:
             await self._prune_runs()
         return await self._write(fn, *args)
@@ -442,11 +289,11 @@ class SqliteDatabase:
                 except MemoirError:
                     raise
                 except Exception as exc:
-                    if not _is_driver_error(exc):
+                    if not is_driver_error(exc):
                         raise
                     error = translate_error(exc, self.path)
                     if isinstance(error, DatabaseCorruptError):
-                        self._mark_corrupt(str(exc))
+                        self._watch.mark_corrupt(str(exc))
                     if isinstance(error, DatabaseLockedError) and attempt + 1 < attempts:
                         delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
                         log.warning("database locked, retrying", attempt=attempt + 1, delay=delay)
@@ -456,25 +303,6 @@ class SqliteDatabase:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _quick_check(conn: Any, limit: int, budget_s: float) -> list[str] | None:
-    """``PRAGMA quick_check(limit)`` rows, or None when it ran out of time."""
-    deadline = time.monotonic() + budget_s
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
-    try:
-        return [str(r[0]) for r in conn.execute(f"PRAGMA quick_check({int(limit)})").fetchall()]
-    except Exception as exc:
-        if "interrupt" in str(exc).lower():
-            return None
-        raise
-    finally:
-        conn.set_progress_handler(None, 0)
-
-
-def _is_driver_error(exc: BaseException) -> bool:
-    # Every DB-API driver names its base class "Error"; checking by MRO name covers all three.
-    return any(cls.__name__ in ("Error", "DatabaseError") for cls in type(exc).__mro__)
-
-
 def _write_and_scrub(
     conn: Any, fn: Callable[..., T], args: tuple[Any, ...], marks: privacy.ForgetMarks
 ) -> tuple[T, tuple[int, int] | None]:
@@ -482,7 +310,7 @@ def _write_and_scrub(
     try:
         scrubbed = privacy.scrub_if_needed(conn, marks)
     except Exception as exc:  # committed already; the WAL is emptied after the next delete
-        if not _is_driver_error(exc):
+        if not is_driver_error(exc):
             raise
         scrubbed = (1, -1)
     return result, scrubbed

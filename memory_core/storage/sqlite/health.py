@@ -15,6 +15,7 @@ from urllib.request import pathname2url
 
 from memory_core.models import DoctorFinding, StoreStats
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension
+from memory_core.storage.sqlite.driver_errors import recovery_hint
 from memory_core.storage.sqlite.items import VEC_TABLE, vector_table_dimension
 from memory_core.storage.sqlite.meta import EMBEDDER_ID_KEY, EMBEDDING_DIM_KEY, get_meta
 from memory_core.storage.sqlite.migrate import available_migrations
@@ -136,8 +137,6 @@ def diagnose_file(
     ``extra_checks`` are feature checks (documents, rules…) run on the same connection once the
     file is known to be a healthy memoir store.
     """
-    from memory_core.storage.sqlite.database import recovery_hint
-
     findings: list[DoctorFinding] = []
     if path is None:
         return [DoctorFinding("file", "ok", "in-memory database")]
