@@ -10,7 +10,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8765
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock run serve test test-fast check format lint typecheck imports bench bench-quick clean
+.PHONY: help install lock store run serve test test-fast check format lint typecheck imports bench bench-quick clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -30,10 +30,16 @@ lock: ## Re-resolve requirements.lock from pyproject.toml (after changing a depe
 	$(BIN)/uv pip compile pyproject.toml --extra dev --extra postgres --extra mysql \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 --quiet -o $(LOCK)
 
-run: install ## Create a store in .memoir/, load sample_rules/, serve MCP over streamable HTTP
-	$(BIN)/memoir init $(RUN_DIR)
-	$(BIN)/memoir --db sqlite:///$(CURDIR)/$(RUN_DIR)/memoir.db rules upsert sample_rules
-	$(BIN)/memoir --db sqlite:///$(CURDIR)/$(RUN_DIR)/memoir.db serve --transport http --host $(HOST) --port $(PORT) --print-config
+# One store for every entry point: `store` writes this folder's memoir.toml pointing at
+# .memoir/memoir.db, so `make run`, the CLI run here and the mcp.json server (`memoir serve`
+# started here) all open the same file, and the same project scope (this git root).
+store: install ## Create the project's store (memoir.toml -> .memoir/memoir.db) and load sample_rules/
+	@mkdir -p $(RUN_DIR)
+	$(BIN)/memoir --db sqlite:///$(CURDIR)/$(RUN_DIR)/memoir.db init .
+	$(BIN)/memoir rules upsert sample_rules
+
+run: store ## `store`, then serve MCP over streamable HTTP (PORT=8765 HOST=127.0.0.1 to change)
+	$(BIN)/memoir serve --transport http --host $(HOST) --port $(PORT) --print-config
 
 serve: run ## Alias of run
 
@@ -65,5 +71,5 @@ bench: install ## Run every benchmark (prints ratios and absolutes)
 bench-quick: install ## Every benchmark in its quick mode
 	@for b in bench/bench_*.py; do echo "=== $$b"; $(BIN)/python $$b --quick || exit 1; done
 
-clean: ## Remove the virtualenv, caches and the local store
-	rm -rf $(VENV) $(RUN_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis build *.egg-info
+clean: ## Remove the virtualenv, caches and the local store (and the memoir.toml `store` wrote)
+	rm -rf $(VENV) $(RUN_DIR) memoir.toml .pytest_cache .ruff_cache .mypy_cache .hypothesis build *.egg-info

@@ -180,6 +180,18 @@ class HierarchySettings(_Section):
     max_summary_parts: int = Field(16, ge=1, le=1000)
     # Offline model: reuse the nearest existing category above this cosine similarity.
     offline_reuse_threshold: float = Field(0.35, ge=-1, le=1)
+    # How the offline model files chunks: "clusters" (chunk embeddings clustered level by level,
+    # named from their distinctive words, re-clustered as the store grows) or "names" (one
+    # call per level matching the chunk against category names: memoir before issue 13).
+    offline_classifier: Literal["clusters", "names"] = "clusters"
+    # The clustering classifier re-clusters a scope on its own up to this many chunks (beyond,
+    # `memoir categories --recluster` does it on request: it reads every chunk's vector).
+    recluster_max_chunks: int = Field(20_000, ge=0)
+    # Largest UTF-8 text one ingest takes (ingest_text / ingest_file / MCP ingest / `memoir
+    # ingest`): larger ones are refused with this limit named, until inputs stream in batches.
+    # 512 KiB is ~430 chunks: embedded and filed well within an MCP client's 60 s timeout on
+    # two cores (1 MiB took 222 s and 1.8 GB on a busy two-core machine, mostly embedding).
+    max_ingest_bytes: int = Field(512 * 1024, ge=1)
 
 
 class LLMSettings(_Section):

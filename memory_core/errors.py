@@ -81,13 +81,14 @@ class MemoirError(Exception):
         return self.message
 
     def to_dict(self) -> dict[str, Any]:
-        """The Recall-spec ``error`` object: code, message, details, hint."""
-        return {
-            "code": self.code,
-            "message": self.message,
-            "details": self.details or None,
-            "hint": self.hint,
-        }
+        """The Recall-spec ``error`` object: code, message, and details and hint when there are
+        any (never ``"hint": null``)."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            out["details"] = self.details
+        if self.hint:
+            out["hint"] = self.hint
+        return out
 
 
 class ConfigError(MemoirError):
@@ -116,10 +117,13 @@ class QuerySyntaxError(InvalidInputError):
         expected: str | None = None,
         hint: str | None = None,
     ) -> None:
+        said = expected is not None and f"expected {expected}" in message
         super().__init__(
             f"{message} at line {line}, column {column}"
-            + (f"; expected {expected}" if expected else ""),
-            hint=hint,
+            + (f"; expected {expected}" if expected and not said else ""),
+            hint=hint
+            or (f"write {expected} there" if expected else "")
+            or "check the statement against the grammar in docs/search.md",
             details={"line": line, "column": column, "expected": expected},
         )
         self.line = line
@@ -152,16 +156,16 @@ class NotFoundError(MemoirError):
 class EmptyKnowledgeGraphError(MemoirError):
     code = "empty_knowledge_graph"
 
-    # The exact wording is required by the rules spec (Requirement 11.1).
-    SPEC_MESSAGE = (
-        "Knowledge graph is empty. Please ingest rule documents using memory.rules.upsert_markdown."
-    )
+    # The rules spec's wording (Requirement 11.1), naming the tool as it is registered: the
+    # spec's dotted `memory.rules.upsert_markdown` is not a tool any client can call.
+    SPEC_MESSAGE = "Knowledge graph is empty. Please ingest rule documents using upsert_markdown."
 
     def __init__(self, *, hint: str | None = None) -> None:
         super().__init__(
             self.SPEC_MESSAGE,
             hint=hint
-            or "run `memoir rules upsert <path>` or call the upsert_markdown tool with your rule files",
+            or "from a shell: `memoir rules upsert <folder>`; rules already loaded may be in "
+            "another store (`memoir serve --print-config` shows the one a server opens)",
         )
 
 

@@ -308,6 +308,7 @@ async def diagnose(
     findings += await diagnose_url(
         url, configured_embedder=embedder.embedder_id if embedder else None
     )
+    findings += _llm_findings(settings)
     if embedder is not None:
         try:
             await embedder.ensure_loaded()
@@ -322,6 +323,23 @@ async def diagnose(
         except (MemoirError, EmbeddingError) as exc:
             findings.append(DoctorFinding("embedder", "error", exc.message, fix=exc.hint))
     return DoctorReport(findings)
+
+
+def _llm_findings(settings: Settings) -> list[DoctorFinding]:
+    """Whether the configured models can be used here (SDK installed, key set)."""
+    from memory_core.llm.availability import llm_problems
+
+    if settings.llm.model == "offline" and not settings.llm.profiles:
+        return [DoctorFinding("llm", "ok", "the built-in offline model (no key needed)")]
+    problems = llm_problems(settings.llm)
+    if not problems:
+        return [DoctorFinding("llm", "ok", f"{settings.llm.model} can be used")]
+    return [
+        DoctorFinding(
+            "llm", "error", f"{p.model} cannot be used: {p.reason} ({', '.join(steps)})", p.hint
+        )
+        for p, steps in problems
+    ]
 
 
 # -- the blocking face -----------------------------------------------------------------------

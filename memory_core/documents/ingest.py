@@ -233,10 +233,13 @@ async def add_text(
     """Ingest ``text`` under the virtual ``path`` (see ``DocumentService.add_text``)."""
     if not text.strip():
         raise InvalidInputError("the text to add is empty", hint="pass some text with --text")
-    if len(text.encode("utf-8")) > ctx.settings.documents.max_file_bytes:
+    size, limit = len(text.encode("utf-8")), ctx.settings.documents.max_file_bytes
+    if size > limit:
         raise InvalidInputError(
-            f"the text is over documents.max_file_bytes ({ctx.settings.documents.max_file_bytes})",
-            hint="split it, or raise documents.max_file_bytes",
+            f"the text is {size:,} bytes, over documents.max_file_bytes ({limit:,})",
+            hint="split it, or raise documents.max_file_bytes in memoir.toml "
+            "(MEMOIR_DOCUMENTS__MAX_FILE_BYTES)",
+            details={"bytes": size, "limit": limit, "setting": "documents.max_file_bytes"},
         )
     uri = normalise_virtual_path(path)
     tag_tuple = _clean_tags(tags)

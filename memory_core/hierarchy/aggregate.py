@@ -6,8 +6,8 @@ hash. Nothing is ranked or filtered by meaning here.
 
 - :func:`collect_within_budget` (no summarising): reads chunk by chunk (one row per keyset
   read) and stops at the first chunk that would push the total over the budget, so the last row
-  pulled from the database is the one that did not fit. Leaves never queried are returned as
-  dropped paths.
+  pulled from the database is the one that did not fit. Leaves never queried, and the leaf
+  being read when none of its chunks fit, are returned as dropped paths.
 - :func:`collect_for_summary`: reads every candidate up to a bound of ``max_parts`` budgets
   (every read is bounded); :func:`split_parts` then cuts the aggregate into M contiguous parts.
 """
@@ -56,6 +56,7 @@ class Collected:
     empty_leaves: list[str] = field(default_factory=list)
     rows_read: int = 0
     stopped_at: str | None = None  # uid of the first chunk left out for the budget
+    stopped_tokens: int = 0  # its token count (what the budget would have needed room for)
     duplicates: int = 0
 
 
@@ -97,6 +98,7 @@ async def collect_within_budget(
     for index, path in enumerate(paths):
         after: tuple[str, str] | None = None
         path_rows = 0
+        path_taken = 0
         while True:
             limit = (
                 1 if exact else _page_size(budget - out.total_tokens, tokens_seen, out.rows_read)
@@ -113,7 +115,10 @@ async def collect_within_budget(
                     continue
                 if out.total_tokens + chunk.token_count > budget:
                     out.stopped_at = chunk.uid
-                    out.dropped_paths = [p.label for p in paths[index + 1 :]]
+                    out.stopped_tokens = chunk.token_count
+                    # The path being read is dropped too when none of its chunks fit.
+                    first_dropped = index if path_taken == 0 else index + 1
+                    out.dropped_paths = [p.label for p in paths[first_dropped:]]
                     log.info(
                         "token budget reached",
                         budget=budget,
@@ -125,6 +130,7 @@ async def collect_within_budget(
                 seen_hashes.add(chunk.content_hash)
                 out.candidates.append(Candidate(chunk, path))
                 out.total_tokens += chunk.token_count
+                path_taken += 1
             if len(page) < limit:
                 break
             after = (page[-1].created_at, page[-1].uid)

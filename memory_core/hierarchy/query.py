@@ -26,6 +26,7 @@ from memory_core.hierarchy.results import Citation, ErrorInfo, QueryResult, Used
 from memory_core.hierarchy.store import HierarchyStore
 from memory_core.hierarchy.strategies import StrategyParams, validate_strategy
 from memory_core.hierarchy.traverse import Traversal, traverse
+from memory_core.hierarchy.tree_port import tree_port_for
 from memory_core.models import utc_now
 from memory_core.tokens import TokenCounter
 
@@ -38,7 +39,12 @@ log = structlog.get_logger(__name__)
 _MAX_QUESTION_CHARS = 4000
 
 
-def _used(candidate: Candidate, strategy: str) -> UsedChunk:
+async def _sources(store: HierarchyStore, scope: str, uids: list[str]) -> dict[str, str]:
+    port = tree_port_for(store)
+    return await port.sources(scope, uids) if port is not None and uids else {}
+
+
+def _used(candidate: Candidate, strategy: str, source: str | None) -> UsedChunk:
     chunk, path = candidate.chunk, candidate.path
     return UsedChunk(
         chunk_id=chunk.uid,
@@ -50,6 +56,7 @@ def _used(candidate: Candidate, strategy: str) -> UsedChunk:
         created_at=chunk.created_at,
         chosen_strategy=strategy,
         token_count=chunk.token_count,
+        source=source,
     )
 
 
@@ -159,7 +166,7 @@ async def run_query(
                 result,
                 "empty_hierarchy",
                 f"nothing has been ingested in scope {scope!r}",
-                "ingest text first: `memoir ingest <file>` or ingest_text()",
+                "save knowledge first: the ingest tool, `memoir ingest FILE`, or ingest_text()",
             )
         else:
             walk = await traverse(
@@ -181,21 +188,29 @@ async def run_query(
             result.dropped_paths = collected.dropped_paths
             result.empty_leaves = collected.empty_leaves + walk.dead_ends
             result.candidate_tokens = collected.total_tokens
-            result.used_chunks = [_used(c, chosen) for c in collected.candidates]
+            sources = await _sources(store, scope, [c.chunk.uid for c in collected.candidates])
+            result.used_chunks = [
+                _used(c, chosen, sources.get(c.chunk.uid)) for c in collected.candidates
+            ]
             if result.empty_leaves:
                 result.warnings.append(
                     f"{len(result.empty_leaves)} selected categories hold no chunks: "
                     + "; ".join(result.empty_leaves[:5])
                 )
-            if not collected.candidates:
+            if not collected.candidates and collected.stopped_at:
                 _error(
                     result,
                     "no_chunks",
-                    "the selected categories hold no chunks"
-                    + (" within the budget" if collected.stopped_at else ""),
-                    "raise --budget"
-                    if collected.stopped_at
-                    else "ingest more text, or try --strategy wide_branch to explore more categories",
+                    f"no chunk fits the budget of {budget} tokens: the first one selected has "
+                    f"{collected.stopped_tokens}; dropped: {'; '.join(collected.dropped_paths)}",
+                    f"raise max_token_budget (--budget) to at least {collected.stopped_tokens}",
+                )
+            elif not collected.candidates:
+                _error(
+                    result,
+                    "no_chunks",
+                    "the selected categories hold no chunks",
+                    "ingest more text, or try --strategy wide_branch to explore more categories",
                 )
                 log.error("no chunks for query", paths=result.explored_paths[:10])
             else:
@@ -206,6 +221,7 @@ async def run_query(
         _error(result, error.code, error.message, error.hint or "check the [llm] settings")
         log.error("query failed", error=error.message[:300])
     stats = agents.stats
+    result.warnings.extend(agents.warnings())
     result.model_used = stats.models_used
     result.llm_calls = dict(stats.calls)
     result.total_latency = round(time.perf_counter() - started, 6)
@@ -287,4 +303,6 @@ async def _answer(
     cited = [by_uid[c] for c in dict.fromkeys(cited_ids) if c in by_uid]
     if not cited:
         cited = list(result.used_chunks)
-    result.citations = [Citation(chunk_id=c.chunk_id, category_path=c.category_path) for c in cited]
+    result.citations = [
+        Citation(chunk_id=c.chunk_id, category_path=c.category_path, source=c.source) for c in cited
+    ]

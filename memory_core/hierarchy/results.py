@@ -32,9 +32,11 @@ _ERRORS: dict[str, type[MemoirError]] = {
 
 
 class ErrorInfo(BaseModel):
+    """What failed and what to do about it (every failure has a remediation)."""
+
     code: str
     message: str
-    hint: str | None = None
+    hint: str
 
 
 class _Result(BaseModel):
@@ -98,11 +100,13 @@ class UsedChunk(BaseModel):
     created_at: str
     chosen_strategy: str
     token_count: int
+    source: str | None = Field(None, description="Where the text came from (ingest's source).")
 
 
 class Citation(BaseModel):
     chunk_id: str
     category_path: str
+    source: str | None = None
 
 
 class QueryResult(_Result):

@@ -10,6 +10,7 @@ context's database (SQLite, PostgreSQL, MySQL), the per-step model chains (confi
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,8 +19,10 @@ import anyio
 import structlog
 
 from memory_core.chunking import chunk_by_sentences
-from memory_core.errors import InvalidInputError, ModelError
+from memory_core.errors import ConfigError, InvalidInputError, ModelError
 from memory_core.hierarchy.classify import Classifier
+from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
+from memory_core.hierarchy.limits import check_ingest_size
 from memory_core.hierarchy.query import run_query
 from memory_core.hierarchy.results import (
     CategoryNode,
@@ -32,6 +35,8 @@ from memory_core.hierarchy.results import (
 from memory_core.hierarchy.store import HierarchyStore, NewChunk
 from memory_core.hierarchy.stores import create_hierarchy_store
 from memory_core.hierarchy.strategies import StrategyParams
+from memory_core.hierarchy.tree_port import tree_port_for
+from memory_core.llm.category_vectors import category_vectors
 from memory_core.llm.profiles import STEPS, resolve_profile
 from memory_core.models import content_hash, stable_id, utc_now
 from memory_core.scope import validate_scope
@@ -48,7 +53,6 @@ __all__ = ["INGEST_RUN_KIND", "QUERY_RUN_KIND", "HierarchyService"]
 log = structlog.get_logger(__name__)
 QUERY_RUN_KIND = "hierarchy_query"
 INGEST_RUN_KIND = "hierarchy_ingest"
-_MAX_FILE_BYTES = 50 * 1024 * 1024
 
 
 class HierarchyService:
@@ -66,6 +70,9 @@ class HierarchyService:
         self._opened = False
         self._lock = anyio.Lock()
         self._offline: OfflineModel | None = None
+        self._depth_checked: set[str] = set()  # scopes whose tree has the configured depth
+        # Category centroids per scope, with the tree signature they were computed for.
+        self._centroids: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {}
         self.params = StrategyParams(
             wide_branch_n=self.settings.wide_branch_n,
             zoom_in_n=self.settings.zoom_in_n,
@@ -90,6 +97,32 @@ class HierarchyService:
                 await self._store.open()
                 self._opened = True
         return self._store
+
+    async def _checked_store(self, scope: str) -> HierarchyStore:
+        """The store, once ``scope``'s tree is known to have the configured depth.
+
+        Raises:
+            ConfigError: the scope's chunks sit at another level (``hierarchy.depth`` changed
+                on a filled store): names the depth to go back to, and the rebuild.
+        """
+        store = await self.store()
+        if scope in self._depth_checked:
+            return store
+        port = tree_port_for(store)
+        found = sorted(await port.leaf_levels(scope)) if port is not None else []
+        depth = self.settings.depth
+        if found and found != [depth]:
+            built = ", ".join(map(str, found))
+            raise ConfigError(
+                f"hierarchy.depth is {depth}, but the knowledge tree of scope {scope!r} was "
+                f"built with depth {built} (its chunks sit at level {built})",
+                hint=f"set hierarchy.depth = {found[-1]} again (memoir.toml or "
+                f"MEMOIR_HIERARCHY__DEPTH), or rebuild the tree at depth {depth}: "
+                f"`memoir categories --recluster --scope '{scope}'`",
+                details={"depth": depth, "levels": found},
+            )
+        self._depth_checked.add(scope)
+        return store
 
     async def close(self) -> None:
         """Close the hierarchy store (a no-op on SQLite, where the facade owns the store)."""
@@ -138,6 +171,7 @@ class HierarchyService:
         scope: str,
         source: str | None = None,
         model: Model | None = None,
+        category: str | Sequence[str] | None = None,
     ) -> IngestResult:
         """Chunk ``text``, classify each chunk level by level, and store it under its leaf.
 
@@ -148,19 +182,24 @@ class HierarchyService:
             scope: the scope to write to.
             source: where the text came from (recorded with each chunk).
             model: a pydantic-ai model to use before the offline one (e.g. MCP sampling).
+            category: a category path chosen by the caller ("Databases / Indexing", or a list
+                of names, broadest first): the text is filed there, existing names preferred
+                (:mod:`memory_core.hierarchy.proposed`), with no model call.
 
         Returns:
             The chunks with their category paths; ``status="error"`` with a hint when the
             models failed part way (the chunks stored so far are listed).
 
         Raises:
-            InvalidInputError: empty text or a bad scope.
+            InvalidInputError: empty text, text over ``hierarchy.max_ingest_bytes``, a bad
+                scope, or an invalid ``category`` path.
             StorageError: the database failed.
         """
         started = time.perf_counter()
         scope = validate_scope(scope)
         if not text or not text.strip():
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
+        check_ingest_size(len(text.encode("utf-8")), self.settings.max_ingest_bytes)
         settings = self.settings
         chunking = chunk_by_sentences(
             text,
@@ -171,7 +210,7 @@ class HierarchyService:
         )
         for warning in chunking.warnings:
             log.warning("chunking", detail=warning)
-        store = await self.store()
+        store = await self._checked_store(scope)
         texts = [c.text for c in chunking.chunks]
         counts = [c.tokens for c in chunking.chunks]
         hashes = [content_hash(t) for t in texts]
@@ -194,6 +233,29 @@ class HierarchyService:
         result = IngestResult(
             scope=scope, source=source, warnings=list(chunking.warnings), timestamp=utc_now()
         )
+        # Offline, the tree comes from the content (clusters of the chunk embeddings); with a
+        # model, each chunk is classified level by level (memoirAI Requirement 2).
+        placed: list[Any] | None
+        if category is not None:
+            placed = await file_proposed(
+                store,
+                settings,
+                scope,
+                category,
+                [texts[i] for i in todo],
+                vectors,
+                result.warnings,
+            )
+        else:
+            placed = await file_offline(
+                store,
+                agents,
+                settings,
+                scope,
+                [texts[i] for i in todo],
+                vectors,
+                [counts[i] for i in todo],
+            )
         paths = await self._paths_by_id(store, scope) if existing else {}
         try:
             for index, chunk in enumerate(chunking.chunks):
@@ -204,7 +266,10 @@ class HierarchyService:
                         self._ingested(chunk, uid, item_id, category_id, paths, counts[index], True)
                     )
                     continue
-                where = await classifier.classify(scope, chunk.text)
+                if placed is not None:
+                    where = placed[row_of[index]]
+                else:
+                    where = await classifier.classify(scope, chunk.text)
                 row = row_of[index]
                 # Offsets in microseconds keep the text's order among chunks of one category.
                 created_at = (base + timedelta(microseconds=index)).isoformat(
@@ -230,10 +295,18 @@ class HierarchyService:
                 )
         except ModelError as error:
             result.status = "error"
-            result.error = ErrorInfo(code=error.code, message=error.message, hint=error.hint)
+            result.error = ErrorInfo(
+                code=error.code,
+                message=error.message,
+                hint=error.hint or "check the [llm] settings, or set llm.model = 'offline'",
+            )
             log.error("ingest stopped", error=error.message[:300], stored=len(result.chunks))
         stats = agents.stats
+        result.warnings.extend(agents.warnings())
         result.model_used = stats.models_used
+        if placed:
+            classifiers = list(dict.fromkeys(m for where in placed for m in where.models))
+            result.model_used = {**stats.models_used, "classify": classifiers}
         result.llm_calls = sum(stats.calls.values())
         result.total_latency = round(time.perf_counter() - started, 6)
         result.run_id = await store.record_run(
@@ -277,21 +350,23 @@ class HierarchyService:
         )
 
     async def ingest_file(
-        self, path: str | Path, *, scope: str, model: Model | None = None
+        self,
+        path: str | Path,
+        *,
+        scope: str,
+        model: Model | None = None,
+        category: str | Sequence[str] | None = None,
     ) -> IngestResult:
         """Read a UTF-8 text file and :meth:`ingest_text` it (the path is the source).
 
         Raises:
-            InvalidInputError: the file is missing, too large, or not UTF-8 text.
+            InvalidInputError: the file is missing, over ``hierarchy.max_ingest_bytes``, or not
+                UTF-8 text.
         """
         file = Path(path).expanduser()
         try:
             size = file.stat().st_size
-            if size > _MAX_FILE_BYTES:
-                raise InvalidInputError(
-                    f"{file} is {size} bytes, over the {_MAX_FILE_BYTES}-byte limit",
-                    hint="split the file, or ingest its parts with --text",
-                )
+            check_ingest_size(size, self.settings.max_ingest_bytes, what=str(file))
             text = await anyio.Path(file).read_text(encoding="utf-8")
         except FileNotFoundError as exc:
             raise InvalidInputError(f"no such file: {file}", hint="check the path") from exc
@@ -301,7 +376,9 @@ class HierarchyService:
             ) from exc
         except IsADirectoryError as exc:
             raise InvalidInputError(f"{file} is a directory", hint="pass a file") from exc
-        return await self.ingest_text(text, scope=scope, source=str(file.resolve()), model=model)
+        return await self.ingest_text(
+            text, scope=scope, source=str(file.resolve()), model=model, category=category
+        )
 
     # -- query -------------------------------------------------------------------------------
 
@@ -335,24 +412,41 @@ class HierarchyService:
             StorageError: the database failed.
         """
         scope = validate_scope(scope)
-        store = await self.store()
-        return await run_query(
-            store,
-            self.agents(model),
-            tokens=self.ctx.tokens,
-            settings=self.settings,
-            params=self.params,
-            scope=scope,
-            question=question,
-            strategy=strategy or self.settings.strategy,
-            budget=self.settings.max_token_budget if max_token_budget is None else max_token_budget,
-            summarize=(
-                self.settings.allow_exceed_max_token_budget_and_summarize
-                if summarize is None
-                else summarize
-            ),
-            run_kind=QUERY_RUN_KIND,
-        )
+        store = await self._checked_store(scope)
+        agents = self.agents(model)
+        budget = self.settings.max_token_budget if max_token_budget is None else max_token_budget
+        if summarize is None:
+            summarize = self.settings.allow_exceed_max_token_budget_and_summarize
+        with category_vectors(await self._category_vectors(store, scope, agents)):
+            return await run_query(
+                store,
+                agents,
+                tokens=self.ctx.tokens,
+                settings=self.settings,
+                params=self.params,
+                scope=scope,
+                question=question,
+                strategy=strategy or self.settings.strategy,
+                budget=budget,
+                summarize=summarize,
+                run_kind=QUERY_RUN_KIND,
+            )
+
+    async def _category_vectors(
+        self, store: HierarchyStore, scope: str, agents: HierarchyAgents
+    ) -> dict[str, Any]:
+        """Category centroids by traversal label, for the offline model's ``select``."""
+        if not agents.models["traverse"].offline_only:
+            return {}
+        tree = offline_tree_for(store, self.settings)
+        if tree is None:
+            return {}
+        signature = await tree.signature(scope)
+        cached = self._centroids.get(scope)
+        if cached is None or cached[0] != signature:
+            cached = (signature, await tree.centroids(scope))
+            self._centroids[scope] = cached
+        return cached[1]
 
     # -- inspection --------------------------------------------------------------------------
 
@@ -387,6 +481,27 @@ class HierarchyService:
             total=len(rows),
             nodes=roots,
         )
+
+    async def recluster(self, *, scope: str) -> CategoryTree:
+        """Rebuild ``scope``'s tree from its content now: every chunk is clustered again and
+        the categories named from their words (names an agent or a model chose are replaced);
+        from then on the tree is re-clustered as it grows.
+
+        Raises:
+            ConfigError: ``hierarchy.offline_classifier`` is ``"names"``.
+        """
+        scope = validate_scope(scope)
+        store = await self.store()
+        tree = offline_tree_for(store, self.settings)
+        if tree is None:
+            raise ConfigError(
+                "re-clustering needs the clustering classifier",
+                hint='set hierarchy.offline_classifier = "clusters"',
+            )
+        await tree.recluster(scope)
+        self._centroids.pop(scope, None)
+        self._depth_checked.discard(scope)
+        return await self.categories(scope=scope)
 
     async def runs(
         self, *, scope: str, limit: int = 20, kind: str | None = None

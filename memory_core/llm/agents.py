@@ -27,6 +27,7 @@ from pydantic_ai.settings import ModelSettings
 from memory_core.errors import ModelError
 from memory_core.llm import prompts
 from memory_core.llm.chain import StepModel
+from memory_core.llm.offline import OFFLINE_MODEL_NAME
 
 __all__ = [
     "AnswerOutput",
@@ -145,6 +146,29 @@ class HierarchyAgents:
     def reset_stats(self) -> AgentStats:
         stats, self.stats = self.stats, AgentStats()
         return stats
+
+    def warnings(self) -> list[str]:
+        """What the caller must know about the models: a configured model that could not be
+        used (one sentence per model, with the fix), and a step that fell back to the offline
+        model at run time because the sources before it failed."""
+        skipped: dict[tuple[str, str, str], list[str]] = {}
+        for step, step_model in self.models.items():
+            for entry in step_model.skipped:
+                key = (entry["model"], entry["reason"], entry.get("hint", ""))
+                skipped.setdefault(key, []).append(step)
+        out = [
+            f"llm model {model!r} cannot be used: {reason}; {', '.join(steps)} used the "
+            f"offline model ({hint})"
+            for (model, reason, hint), steps in skipped.items()
+        ]
+        for step, used in self.stats.models_used.items():
+            sources = self.models[step].sources
+            if len(sources) > 1 and OFFLINE_MODEL_NAME in used:
+                out.append(
+                    f"the {step} step fell back to the offline model: "
+                    f"{', '.join(sources[:-1])} failed (the server log has the error)"
+                )
+        return out
 
     async def _run(
         self,

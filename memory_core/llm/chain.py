@@ -3,7 +3,8 @@
 Built on pydantic-ai's :class:`FallbackModel`: a source that fails (provider down, no key, the
 client refused sampling) hands the request to the next one with a warning in the log, and the
 response names the model that actually answered. A provider that cannot even be constructed
-(unknown name, missing API key or SDK) is skipped at build time, also with a warning.
+(unknown name, missing API key or SDK) is skipped at build time; both are reported as warnings
+in the result of the operation (:meth:`~memory_core.llm.agents.HierarchyAgents.warnings`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import structlog
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.fallback import FallbackModel
 
+from memory_core.llm.availability import model_problem
 from memory_core.llm.profiles import ModelProfile
 
 __all__ = ["StepModel", "build_step_model"]
@@ -30,6 +32,11 @@ class StepModel:
     model: Model
     sources: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def offline_only(self) -> bool:
+        """Whether only the built-in offline model is left to answer (it is always last)."""
+        return len(self.sources) == 1
 
     def record(self) -> dict[str, Any]:
         return {**self.profile.record(), "chain": self.sources, "skipped": self.skipped}
@@ -60,21 +67,25 @@ def build_step_model(
     (the caller's model, e.g. an ``MCPSamplingModel``; skipped when ``use_sampling`` is off),
     then ``offline``.
 
-    Never raises for an unusable provider: it is skipped with a warning and recorded.
+    Never raises for an unusable provider: it is skipped with a warning, recorded in
+    :attr:`StepModel.skipped`, and reported with every result
+    (:meth:`~memory_core.llm.agents.HierarchyAgents.warnings`).
     """
     models: list[Model] = []
     skipped: list[dict[str, str]] = []
     if not profile.is_offline:
-        try:
+        problem = model_problem(profile.model)
+        if problem is None:
             models.append(infer_model(profile.model))
-        except Exception as exc:  # unknown provider, missing key or SDK: all mean "skip it"
+        else:  # unknown provider, missing key or SDK: reported with every result, never silent
             log.warning(
                 "configured model unavailable, using the next source",
                 model=profile.model,
                 step=profile.step,
-                error=str(exc)[:200],
+                error=problem.reason,
+                hint=problem.hint,
             )
-            skipped.append({"model": profile.model, "reason": str(exc)[:200]})
+            skipped.append({"model": profile.model, "reason": problem.reason, "hint": problem.hint})
     if sampling is not None and use_sampling:
         models.append(sampling)
     models.append(offline)

@@ -6,7 +6,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-__all__ = ["STOPWORDS", "key_terms", "key_words", "overlap", "sentences", "word_stems"]
+__all__ = [
+    "STOPWORDS",
+    "key_terms",
+    "key_words",
+    "overlap",
+    "sentences",
+    "stem",
+    "word_stems",
+]
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n\s*\n")
@@ -32,6 +40,11 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 def word_stems(text: str) -> list[str]:
     """Lowercased words of 3+ letters without stopwords, with a light plural/-ing folding."""
     return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+def stem(word: str) -> str:
+    """The light plural/-ing folding :func:`word_stems` applies to one lowercased word."""
+    return _stem(word)
 
 
 def _stem(word: str) -> str:

@@ -8,12 +8,15 @@ validators as any provider. It reads the JSON context block of the prompt
   embedding cosine between chunk and name, and the share of the name's words among the chunk's
   key words) when that similarity reaches the threshold, or when no new category is allowed;
   otherwise name a new category from the chunk's key words not already on its path.
-- **select**: rank the options by the same similarity to the question, take ``count``;
-  ranked_relevance and confidence follow the similarity.
+- **select**: rank the options by similarity to the question, take ``count``; ranked_relevance
+  and confidence follow the similarity. When the caller knows what the categories hold
+  (:func:`~memory_core.llm.category_vectors.category_vectors`: the centroid of each category's chunk embeddings, by option label),
+  the similarity is the question's cosine to that centroid, not to the category's name.
 - **summarise**: extractive: the sentences most related to the question, kept in text order,
   within the target token count.
-- **answer**: extractive: the passages' sentences that share the most words with the
-  question, with the chunk ids they came from as citations.
+- **answer**: extractive: the passages closest to the question by embedding, then their
+  sentences closest to it (embedding cosine plus shared words), each sentence said once, in
+  text order, with the chunk ids they came from as citations.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_core.embed import Embedder
+from memory_core.llm.category_vectors import current_category_vectors
 from memory_core.llm.keyphrases import key_terms, key_words, overlap, sentences, word_stems
 from memory_core.llm.prompts import CONTEXT_OPEN, extract_context
 from memory_core.models import content_hash
@@ -39,6 +43,7 @@ __all__ = ["OFFLINE_MODEL_NAME", "OfflineModel", "create_offline_model"]
 OFFLINE_MODEL_NAME = "memoir-offline"
 _CACHE_SIZE = 4096
 _ANSWER_SENTENCES = 3
+_ANSWER_PASSAGES = 2  # the sentences of an answer come from the passages closest to the question
 
 
 class OfflineModel:
@@ -107,7 +112,7 @@ class OfflineModel:
         elif task == "summarise":
             output = self._summarise(context)
         elif task == "answer":
-            output = self._answer(context)
+            output = await self._answer(context)
         else:
             output = {"error": f"unknown task {task!r}"}
         return ModelResponse(parts=[TextPart(json.dumps(output, ensure_ascii=False))])
@@ -129,6 +134,10 @@ class OfflineModel:
         options = [str(o) for o in context.get("options", [])]
         count = int(context.get("count", 1))
         scores = await self._similarities(question, options)
+        known = current_category_vectors()
+        if known and options and all(o in known for o in options):
+            asked = (await self._embed([question]))[0]
+            scores = [float(np.asarray(known[o]) @ asked) for o in options]
         order = sorted(range(len(options)), key=lambda i: (-scores[i], options[i]))[:count]
         return {
             "selected": [
@@ -162,27 +171,42 @@ class OfflineModel:
             summary = self.tokens.truncate(parts[0], target)
         return {"summary": summary}
 
-    def _answer(self, context: dict[str, Any]) -> dict[str, Any]:
-        question = set(word_stems(str(context.get("question", ""))))
-        scored: list[tuple[float, int, int, str, str]] = []
+    async def _answer(self, context: dict[str, Any]) -> dict[str, Any]:
+        question_text = str(context.get("question", ""))
+        question = set(word_stems(question_text))
         passages = [p for p in context.get("passages", []) if isinstance(p, dict)]
-        for p_index, passage in enumerate(passages):
-            for s_index, sentence in enumerate(sentences(str(passage.get("text", "")))):
-                words = word_stems(sentence)
-                # Share of the question's words the sentence covers, lightly favouring density.
-                score = overlap(question, words) + 0.01 * len(question & set(words)) / (
-                    1 + math.log1p(len(words))
-                )
-                scored.append((score, p_index, s_index, sentence, str(passage.get("chunk_id"))))
-        if not scored:
+        texts = [str(p.get("text", "")) for p in passages]
+        if not any(t.strip() for t in texts):
             return {
                 "answer": "The stored passages do not answer this question.",
                 "cited_chunk_ids": [],
             }
+        vectors = await self._embed([question_text, *texts])
+        closeness = vectors[1:] @ vectors[0]
+        nearest = sorted(range(len(texts)), key=lambda i: (-float(closeness[i]), i))
+        candidates: list[tuple[int, int, str]] = []  # (passage, position, sentence)
+        seen: set[str] = set()
+        for p_index in nearest[:_ANSWER_PASSAGES]:
+            for s_index, sentence in enumerate(sentences(texts[p_index])):
+                key = " ".join(sentence.split()).casefold()
+                if key in seen:  # an answer never says the same sentence twice
+                    continue
+                seen.add(key)
+                candidates.append((p_index, s_index, sentence))
+        if not candidates:
+            return {"answer": texts[nearest[0]].strip()[:500], "cited_chunk_ids": []}
+        sentence_vectors = await self._embed([c[2] for c in candidates])
+        cosines = sentence_vectors @ vectors[0]
+        scored = []
+        for (p_index, s_index, sentence), cosine in zip(candidates, cosines, strict=True):
+            words = word_stems(sentence)
+            shared = overlap(question, words) + 0.01 * len(question & set(words)) / (
+                1 + math.log1p(len(words))
+            )
+            scored.append((float(cosine) + shared, p_index, s_index, sentence))
         best = sorted(scored, key=lambda s: (-s[0], s[1], s[2]))[:_ANSWER_SENTENCES]
-        best = [b for b in best if b[0] > 0] or best[:1]
-        best.sort(key=lambda s: (s[1], s[2]))
-        cited = list(dict.fromkeys(b[4] for b in best))
+        best.sort(key=lambda s: (nearest.index(s[1]), s[2]))
+        cited = list(dict.fromkeys(str(passages[b[1]].get("chunk_id")) for b in best))
         return {"answer": " ".join(b[3] for b in best), "cited_chunk_ids": cited}
 
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from memory_core.kinds import ItemKind
 from memory_core.models import NewItem, content_hash, stable_id
 from memory_core.rules.topics import TopicNormalizer
+from memory_core.scope import Scope
 from memory_core.tokens import TokenCounter
 from rules_parser import Directive, RuleDocument, infer_layer
 from rules_parser.vocabulary import FRAMEWORK_KEYWORDS, LANGUAGE_KEYWORDS, PLATFORM_KEYWORDS
@@ -35,7 +37,7 @@ __all__ = [
 ]
 
 RULE_DOCUMENT_KIND = "rule_document"
-DIRECTIVE_KIND = "directive"
+DIRECTIVE_KIND: ItemKind = "directive"
 _EMBED_DETAIL_CHARS = 400
 _TECH_LOOKUP: dict[str, tuple[str, str]] = {}
 for _category, _vocab in (
@@ -208,10 +210,11 @@ def build_plan(
         tags += list(d_topics) + list(conditions)
         item = NewItem(
             uid=stable_id("directive", scope, uri, directive.directive_key, digest),
-            kind=DIRECTIVE_KIND,  # type: ignore[arg-type]
+            kind=DIRECTIVE_KIND,
             text=_index_text(directive),
             token_count=line_tokens,
-            scope=scope,  # type: ignore[arg-type]
+            # TRANSITIONAL (typing only): the rules store still takes the scope key string.
+            scope=cast(Scope, scope),
             content_hash=digest,
             start_line=directive.line_start,
             end_line=directive.line_end,

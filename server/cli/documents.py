@@ -56,6 +56,9 @@ async def _ready(memoir: Any, mode: str) -> None:
         await memoir.embedder.ensure_loaded()
 
 
+_SIZE_SETTING = "documents.max_file_bytes"
+
+
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
@@ -155,6 +158,18 @@ def add_command(
         report = state.run(run, as_json=as_json)
     finally:
         progress.close()
+    too_large = [d.reason for d in report.documents if d.reason and _SIZE_SETTING in d.reason]
+    if too_large and not (report.added or report.updated or report.unchanged):
+        # Everything named was over the size limit: nothing was stored, so it is an error.
+        fail(
+            InvalidInputError(
+                f"nothing was added: {too_large[0].removeprefix('skipped ').split(';')[0]}",
+                hint=f"split the file, or raise {_SIZE_SETTING} in memoir.toml "
+                "(MEMOIR_DOCUMENTS__MAX_FILE_BYTES)",
+                details={"skipped": too_large},
+            ),
+            as_json=as_json,
+        )
     if as_json:
         emit_json(report.to_json())
         return
@@ -207,6 +222,42 @@ def _print_results(response: Any) -> None:
                 click.echo(f"#{rank} " + json.dumps(result.explain, sort_keys=True))
         click.echo("engine " + json.dumps(explain, sort_keys=True))
     click.echo(f"{response.stats.total_hits} hits in {response.stats.took_ms} ms")
+
+
+def _print_selected(response: Any) -> None:
+    """RQL results as a table of exactly the selected fields (``doc.id`` stays a column, so
+    what ``memoir rm`` takes can be read off the table)."""
+    _print_warnings(response.warnings)
+    rows = [_flatten(result.to_json()) for result in response.results or []]
+    columns = list(dict.fromkeys(key for row in rows for key in row if key != "explain"))
+    print_table(
+        ["#", *columns],
+        [
+            (rank, *(_cell(column, row.get(column)) for column in columns))
+            for rank, row in enumerate(rows, start=1)
+        ],
+    )
+    click.echo(f"{response.stats.total_hits} hits in {response.stats.took_ms} ms")
+
+
+def _flatten(result: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in result.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{inner}": v for inner, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if column.endswith(".text"):
+        return _snippet(str(value))
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _mode(bm25: bool, vector: bool) -> str:
@@ -318,7 +369,7 @@ def query_command(
     if as_json:
         emit_json(response.to_json())
     else:
-        _print_results(response)
+        _print_selected(response)
         if response.next_offset is not None:
             click.echo(f"more: OFFSET {response.next_offset}")
 

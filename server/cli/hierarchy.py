@@ -58,11 +58,21 @@ def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("source", required=False, metavar="FILE|-")
     @click.option("--text", "text", help="Ingest this text instead of a file.")
+    @click.option(
+        "--category",
+        help='File it under this category path, broadest first: "Databases / Indexing" '
+        "(existing names preferred; default: the offline classifier or the configured model).",
+    )
     @click.option("--scope", help="Scope to write to (default: the project of the cwd).")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
     @pass_state
     def ingest(
-        state: CliState, source: str | None, text: str | None, scope: str | None, as_json: bool
+        state: CliState,
+        source: str | None,
+        text: str | None,
+        category: str | None,
+        scope: str | None,
+        as_json: bool,
     ) -> None:
         """Chunk text (a file, - for stdin, or --text) and file it into the category tree."""
         if (source is None) == (text is None):
@@ -85,8 +95,10 @@ def register(cli: click.Group) -> None:
 
         async def run(memoir: Any) -> Any:
             if body is not None:
-                return await memoir.hierarchy.ingest_text(body, scope=target, source=origin)
-            return await memoir.hierarchy.ingest_file(source, scope=target)
+                return await memoir.hierarchy.ingest_text(
+                    body, scope=target, source=origin, category=category
+                )
+            return await memoir.hierarchy.ingest_file(source, scope=target, category=category)
 
         result = state.run(run, as_json=as_json)
         _finish(result, as_json, {"ingest": result.model_dump(exclude_none=True)})
@@ -149,7 +161,8 @@ def register(cli: click.Group) -> None:
                 + f", {result.total_latency:.2f} s, model {', '.join(_models(result.model_used))}"
             )
             for citation in result.citations:
-                click.echo(f"  [{citation.chunk_id[:12]}] {citation.category_path}")
+                origin = f" ({citation.source})" if citation.source else ""
+                click.echo(f"  [{citation.chunk_id[:12]}] {citation.category_path}{origin}")
             if result.dropped_paths:
                 click.echo(f"dropped for the budget: {'; '.join(result.dropped_paths)}")
             for warning in result.warnings:
@@ -157,14 +170,24 @@ def register(cli: click.Group) -> None:
 
     @cli.command()
     @click.option("--tree", is_flag=True, help="Show the tree (default: a table).")
+    @click.option(
+        "--recluster",
+        is_flag=True,
+        help="First rebuild the tree from the content (clusters of the chunks, named from "
+        "their words), replacing names chosen by agents or models.",
+    )
     @click.option("--scope", help="Scope to read (default: the project of the cwd).")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (nested).")
     @pass_state
-    def categories(state: CliState, tree: bool, scope: str | None, as_json: bool) -> None:
+    def categories(
+        state: CliState, tree: bool, recluster: bool, scope: str | None, as_json: bool
+    ) -> None:
         """List the category hierarchy (nested nodes with name, level and children)."""
         target = _scope(state, scope)
 
         async def run(memoir: Any) -> Any:
+            if recluster:
+                return await memoir.hierarchy.recluster(scope=target)
             return await memoir.hierarchy.categories(scope=target)
 
         result = state.run(run, as_json=as_json)
@@ -195,7 +218,7 @@ def register(cli: click.Group) -> None:
     @click.option("--limit", type=int, default=20, show_default=True)
     @click.option(
         "--kind",
-        type=click.Choice(["hierarchy_query", "hierarchy_ingest"]),
+        type=click.Choice(["hierarchy_query", "hierarchy_ingest", "hierarchy_tree"]),
         default=None,
         help="Only this kind of run.",
     )

@@ -142,7 +142,7 @@ database_url = "sqlite:///{db_name}"
 # overlap_tokens = 32
 
 [search]
-# fusion = "rrf"        # rrf | weighted
+# fusion = "weighted"   # weighted | rrf
 # rrf_k = 60
 # bm25_weight = 0.5
 # vector_weight = 0.5
@@ -150,15 +150,18 @@ database_url = "sqlite:///{db_name}"
 
 [rules]
 # token_budget = 900
-# max_items = 20
+# max_items = 50
 
 [hierarchy]
 # depth = 3
 # max_categories = 128
 # strategy = "one_shot"   # one_shot | wide_branch | zoom_in | branch_out
+# offline_classifier = "clusters"   # with no model: clusters | names
+# max_ingest_bytes = 524288         # the largest text one ingest takes
 
 [llm]
-# model = "offline"       # or "openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "ollama:llama3.2"
+# model = "offline"       # or "openai:gpt-4o-mini" (pip install 'memoir-mcp[openai]'),
+#                         # "anthropic:claude-sonnet-4-5" ([anthropic]), "ollama:llama3.2" ([openai])
 # use_mcp_sampling = true
 
 [server]
@@ -189,13 +192,20 @@ database_url = "sqlite:///{db_name}"
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_state
 def init(state: CliState, path: Path, as_json: bool) -> None:
-    """Create a store (memoir.db, mode 0600) and a commented memoir.toml in PATH."""
+    """Create a store (memoir.db, mode 0600) and a commented memoir.toml in PATH.
+
+    With ``--db sqlite:///FILE``, the store is FILE and memoir.toml records it (relative to PATH
+    when inside it), so every command run under PATH (and ``memoir serve`` started there)
+    opens that same file.
+    """
     path = path.expanduser().resolve()
     path.mkdir(parents=True, exist_ok=True)
     config = path / CONFIG_FILENAME
     wrote_config = False
     if not config.exists():
-        config.write_text(_TOML_TEMPLATE.format(db_name=DEFAULT_DB_FILENAME), encoding="utf-8")
+        config.write_text(
+            _TOML_TEMPLATE.format(db_name=_recorded_db(state.db, path)), encoding="utf-8"
+        )
         wrote_config = True
     db_url = state.db or f"sqlite:///{path / DEFAULT_DB_FILENAME}"
     settings = load_settings(config_file=config)
@@ -210,6 +220,14 @@ def init(state: CliState, path: Path, as_json: bool) -> None:
         return
     click.echo(f"store:  {stats['url']}")
     click.echo(f"config: {config}{'' if wrote_config else ' (kept the existing file)'}")
+
+
+def _recorded_db(db: str | None, folder: Path) -> str:
+    """The sqlite path memoir.toml records for ``--db`` (relative to its folder when inside)."""
+    if not db or not db.startswith("sqlite:///"):
+        return DEFAULT_DB_FILENAME
+    file = Path(db.removeprefix("sqlite:///")).expanduser().resolve()
+    return str(file.relative_to(folder)) if file.is_relative_to(folder) else str(file)
 
 
 def _print_stats(stats: dict[str, Any]) -> None:

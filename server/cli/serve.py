@@ -144,6 +144,7 @@ def register(cli: click.Group) -> None:
         from server.mcp_app.app import build_server
         from server.mcp_app.runtime import MemoirRuntime
         from server.mcp_app.scoping import ScopeDefaults, git_root_of
+        from server.mcp_app.transports import ensure_port_free
         from server.mcp_app.transports import serve as run_server
 
         folders = [str(w.expanduser().resolve()) for w in workspaces]
@@ -185,6 +186,11 @@ def register(cli: click.Group) -> None:
             # Nothing configured: the project the server was started in (never a home folder).
             cwd_root=git_root_of(Path.cwd()),
         )
+        if cfg.transport != "stdio":
+            try:
+                ensure_port_free(cfg.host, cfg.port)
+            except MemoirError as error:
+                fail(error, as_json=False)
         runtime = MemoirRuntime(settings, state.db, scope_defaults=defaults)
         app = build_server(runtime, version=_version())
         if print_config:

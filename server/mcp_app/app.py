@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -20,15 +21,16 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 from mcp_types import Tool as MCPTool
+from pydantic import ValidationError
 
-from server.mcp_app.arguments import check_arguments
+from server.mcp_app.arguments import argument_error_result, unknown_arguments
 from server.mcp_app.calls import RootsCache
 from server.mcp_app.notify import subscriptions
 from server.mcp_app.oversize import register_oversize_handler
 from server.mcp_app.prompts import register_prompts
 from server.mcp_app.resources import list_rule_resources, register_resources
 from server.mcp_app.runtime import MemoirRuntime
-from server.mcp_app.tools import register_tools
+from server.mcp_app.tools import DEFAULT_TOOLS, EXTRA_TOOLS, register_tools
 
 __all__ = ["INSTRUCTIONS", "MemoirMCPServer", "build_server", "compact_schema", "inline_refs"]
 
@@ -114,8 +116,19 @@ def _fold_nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return folded
 
 
+_TOOL_ORDER = {name: rank for rank, name in enumerate((*DEFAULT_TOOLS, *EXTRA_TOOLS))}
+
+
+def _tool_order(tool: MCPTool) -> tuple[int, str]:
+    """The advertised order: the default tools as documented, then the extra ones, then any
+    other by name; the same on every protocol revision and in every process (clients cache
+    the list, and a reordered list reads as a changed one)."""
+    return (_TOOL_ORDER.get(tool.name, len(_TOOL_ORDER)), tool.name)
+
+
 class MemoirMCPServer(MCPServer[Any]):
-    """``MCPServer`` with compact tool schemas and the caller's rules in ``resources/list``."""
+    """``MCPServer`` with compact tool schemas in a fixed order, and the caller's rules in
+    ``resources/list``."""
 
     def __init__(self, runtime: MemoirRuntime, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -123,7 +136,7 @@ class MemoirMCPServer(MCPServer[Any]):
         self.roots_cache = RootsCache()
 
     async def list_tools(self) -> list[MCPTool]:
-        tools = await super().list_tools()
+        tools = sorted(await super().list_tools(), key=_tool_order)
         self.runtime.warm()  # the client is connected: now load the store and the model
         return [
             tool.model_copy(
@@ -145,8 +158,25 @@ class MemoirMCPServer(MCPServer[Any]):
                 message=f"Unknown tool: {params.name!r}",
                 data={"known_tools": [t.name for t in self._tool_manager.list_tools()]},
             )
-        check_arguments(params.name, tool.parameters, params.arguments)
         return await super()._handle_call_tool(ctx, params)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        """The SDK's call, with argument mistakes told plainly (:mod:`server.mcp_app.arguments`)
+        instead of pydantic's raw text; an argument the tool does not take is one of them."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and unknown_arguments(tool.parameters, arguments):
+            return argument_error_result(name, tool.parameters, arguments)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if tool is None or isinstance(exc, UnexpectedToolError):
+                raise
+            if not isinstance(cause, ValidationError):
+                raise
+            return argument_error_result(name, tool.parameters, arguments, cause)
 
     # The SDK lists static resources only; the rules depend on the caller's roots, so the
     # handler (which has the request) adds them.

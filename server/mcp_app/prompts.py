@@ -105,8 +105,10 @@ def register_prompts(app: MCPServer, runtime: MemoirRuntime) -> None:
             "pitfalls and how they were solved. Skip anything temporary, anything already in "
             "the code, and any secret.\n\n"
             "Then call the `ingest` tool once per item, with a self-contained `text` (one to "
-            "three sentences that make sense without this conversation) and a `source` naming "
-            "where it came from (file, ticket or 'session'). If an item is a rule the team "
+            "three sentences that make sense without this conversation), a `source` naming "
+            "where it came from (file, ticket or 'session') and a `category` path, broadest "
+            "first (e.g. 'Ops / Deploys'), reusing the names in the memoir://categories "
+            "resource where they fit. If an item is a rule the team "
             "should always follow, propose it as a markdown rule document and load it with "
             "`upsert_markdown` instead."
         )

@@ -96,6 +96,11 @@ class MemoirRuntime:
         )
         memoir.warm_up()
         log.info("store opened", url=_redact(memoir.context.url))
+        # A configured model that cannot be used is said here, and in every result that needed it.
+        from memory_core.llm.availability import llm_problems
+
+        for problem, steps in await anyio.to_thread.run_sync(llm_problems, self.settings.llm):
+            log.warning("llm model unusable", problem=problem.sentence(steps))
         return memoir
 
     async def open_in_background(self) -> None:

@@ -237,7 +237,12 @@ def _short(text: str) -> str:
 def query_output_from_hierarchy(result: Any) -> QueryOutput:
     """Shape the hierarchy core's ``QueryResult`` (status ``ok``)."""
     sources = [
-        SourceRef(ref=i, source=c.chunk_id, text=_short(c.text_content), category=c.category_path)
+        SourceRef(
+            ref=i,
+            source=c.source or c.chunk_id,  # what ingest was told, else the chunk's id
+            text=_short(c.text_content),
+            category=c.category_path,
+        )
         for i, c in enumerate(result.used_chunks, start=1)
     ]
     return QueryOutput(
@@ -283,6 +288,6 @@ def query_text(out: QueryOutput) -> str:
     lines = [out.answer.rstrip()]
     if out.sources and out.engine == "hierarchy":
         lines.append("")
-        lines += [f"[{s.ref}] {s.category or '-'} (chunk {s.source})" for s in out.sources]
+        lines += [f"[{s.ref}] {s.category or '-'} ({s.source})" for s in out.sources]
     lines += [f"WARNING: {w}" for w in out.warnings]
     return "\n".join(lines)

@@ -86,12 +86,12 @@ overwrite. Reports counts and per-document errors with lines. \
 Example: {"paths": ["docs/rules/security.md"]}"""
 
 _INGEST_DOC = """\
-Save knowledge (decisions, facts, notes) to project memory, filed in a category tree; \
-idempotent. Example: {"text": "We deploy blue-green on Fridays", "source": "notes"}"""
+Save decisions, facts and notes to project memory, filed in a category tree (yours if you pass \
+category, broadest first). Example: {"text": "We deploy on Fridays", "category": "Ops / Deploys"}"""
 
 _QUERY_DOC = """\
-Answer a question from knowledge saved with ingest, citing numbered sources. Not for rules (use \
-query_directives). Example: {"question": "how do we deploy?"}"""
+Answer a question from knowledge saved with ingest, citing sources (rules: query_directives). \
+Example: {"question": "how do we deploy?"}"""
 
 
 class ToolHost:
@@ -285,6 +285,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         ctx: Context,
         roots: Roots,
         source: str | None = None,
+        category: str | None = None,
     ) -> Annotated[CallToolResult, IngestOutput]:
         decision = host.scope(roots, ctx)
 
@@ -292,7 +293,11 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
             scope = require_write_scope(decision)
             if engines.has_hierarchy():
                 result = await memoir.hierarchy.ingest_text(
-                    text, scope=scope, source=source, model=engines.sampling_model(ctx, settings)
+                    text,
+                    scope=scope,
+                    source=source,
+                    model=engines.sampling_model(ctx, settings),
+                    category=category,
                 )
                 _raise_if_failed(result, f"{len(result.chunks)} chunk(s) were stored before it")
                 out = shaping.ingest_output_from_hierarchy(result)

@@ -9,8 +9,10 @@ committed transaction, so nothing acknowledged is lost.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
+import socket
 import sys
 import threading
 from typing import Any, Literal
@@ -19,17 +21,45 @@ import anyio
 import structlog
 from anyio import CancelScope
 
+from memory_core.errors import ConfigError
 from server.mcp_app.app import MemoirMCPServer
 from server.mcp_app.oversize import PREFIX_BYTES, stand_in_line
 from server.mcp_app.runtime import MemoirRuntime
 
-__all__ = ["DRAIN_S", "StdinLines", "Transport", "serve"]
+__all__ = ["DRAIN_S", "StdinLines", "Transport", "ensure_port_free", "serve"]
 
 log = structlog.get_logger(__name__)
 
 Transport = Literal["stdio", "sse", "http"]
 
 DRAIN_S = 10.0
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Fail before anything is printed or opened when ``host:port`` is taken.
+
+    Raises:
+        ConfigError: the port is in use (names it, and how to pick another).
+    """
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # The same option uvicorn sets: a port left in TIME_WAIT by a stopped server is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ConfigError(
+                    f"cannot listen on {host}:{port}: {exc.strerror}",
+                    hint="check server.host / --host (an address of this machine)",
+                ) from exc
+            raise ConfigError(
+                f"port {port} on {host} is already in use (another memoir or another server)",
+                hint=f"stop that server, or pick another port: `PORT={port + 1} make run`, "
+                f"`memoir serve --port {port + 1}`, or --port 0 for any free one",
+            ) from exc
 
 
 async def serve(

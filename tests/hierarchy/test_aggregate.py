@@ -120,7 +120,11 @@ def test_budget_packing_takes_the_longest_fitting_prefix(
     assert len(collected.candidates) == prefix
     if prefix < len(ordered):
         stop_leaf = ordered[prefix][0]
-        assert collected.dropped_paths == [f"L{i}" for i in range(stop_leaf + 1, len(leaves))]
+        # The leaf being read is dropped too when none of its chunks fit (issue 13).
+        taken_from_stop_leaf = sum(1 for leaf, _ in ordered[:prefix] if leaf == stop_leaf)
+        first = stop_leaf + (1 if taken_from_stop_leaf else 0)
+        assert collected.dropped_paths == [f"L{i}" for i in range(first, len(leaves))]
+        assert collected.stopped_tokens == ordered[prefix][1]
         # Reads stop exactly at the boundary: the rows used and the one that did not fit.
         assert store.reads == prefix + 1
     else:

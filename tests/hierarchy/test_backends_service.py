@@ -132,7 +132,7 @@ async def test_ingest_then_query_answers_from_the_text_with_every_strategy(
     memoir = await open_memoir(backend, scope)
     ingested = await memoir.ingest_text(ALICE, scope=scope, source="alice_chapter1.txt")
     assert ingested.status == "ok" and len(ingested.chunks) >= 5
-    assert ingested.model_used == {"classify": ["memoir-offline"]}
+    assert ingested.model_used == {"classify": ["memoir-offline:clusters"]}
     assert all(len(c.category_path.split(" / ")) == 3 for c in ingested.chunks)
     for strategy in STRATEGIES:
         result = await memoir.query(QUESTION, scope=scope, strategy=strategy)

@@ -35,7 +35,7 @@ def test_ingest_ask_categories_and_runs_round_trip(tmp_path: Path) -> None:
     assert ingested.returncode == 0, ingested.stderr
     body = json.loads(ingested.stdout)
     assert body["ok"] and len(body["ingest"]["chunks"]) >= 6
-    assert body["ingest"]["model_used"] == {"classify": ["memoir-offline"]}
+    assert body["ingest"]["model_used"] == {"classify": ["memoir-offline:clusters"]}
 
     piped = memoir("ingest", "-", "--scope", "s", cwd=tmp_path, stdin="Notes from stdin.")
     assert piped.returncode == 0 and "ingested 1 chunks" in piped.stdout
@@ -100,7 +100,7 @@ def test_ingest_ask_categories_and_runs_round_trip(tmp_path: Path) -> None:
 def test_ask_on_an_empty_store_fails_with_the_hint(tmp_path: Path) -> None:
     result = memoir("ask", "anything?", "--scope", "nothing", cwd=tmp_path)
     assert result.returncode == 3
-    assert "hint: ingest text first" in result.stderr
+    assert "hint: save knowledge first" in result.stderr
     as_json = memoir("ask", "anything?", "--scope", "nothing", "--json", cwd=tmp_path)
     body = json.loads(as_json.stdout)
     assert body["ok"] is False and body["query"]["error"]["code"] == "empty_hierarchy"

@@ -287,6 +287,8 @@ async def test_a_failing_model_falls_back_to_offline_with_a_warning(memoir: Memo
     assert ingested.model_used == {"classify": ["memoir-offline"]}
     assert answered.model_used["answer"] == ["memoir-offline"]
     assert any(e["log_level"] == "warning" and "falling back" in e["event"] for e in logs)
+    assert any("classify step fell back to the offline model" in w for w in ingested.warnings)
+    assert any("answer step fell back to the offline model" in w for w in answered.warnings)
 
 
 async def test_an_unusable_configured_provider_is_skipped_and_recorded(tmp_path: Path) -> None:
@@ -297,9 +299,15 @@ async def test_an_unusable_configured_provider_is_skipped_and_recorded(tmp_path:
     memoir = await open_memoir(tmp_path, settings)
     try:
         result = await memoir.ingest_text("Some text about gardens.", scope="s")
-        assert result.ok and result.model_used == {"classify": ["memoir-offline"]}
+        assert result.ok and result.model_used == {"classify": ["memoir-offline:clusters"]}
         run = (await memoir.hierarchy.runs(scope="s", kind="hierarchy_ingest"))[0]["payload"]
         assert run["models"]["classify"]["skipped"][0]["model"] == "nosuchprovider:model-x"
+        # Never silent: every result says the configured model was not used, and why.
+        answer = await memoir.query("gardens?", scope="s")
+        for warnings in (result.warnings, answer.warnings):
+            [warning] = [w for w in warnings if "nosuchprovider:model-x" in w]
+            assert "cannot be used: Unknown model" in warning
+            assert "used the offline model" in warning
     finally:
         await memoir.close()
 

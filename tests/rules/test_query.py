@@ -25,7 +25,7 @@ async def test_empty_graph_gives_the_spec_message(service: RulesService) -> None
     with pytest.raises(EmptyKnowledgeGraphError) as info:
         await service.query_directives(TASK, scope="s")
     assert info.value.message == (
-        "Knowledge graph is empty. Please ingest rule documents using memory.rules.upsert_markdown."
+        "Knowledge graph is empty. Please ingest rule documents using upsert_markdown."
     )
 
 

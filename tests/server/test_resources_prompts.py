@@ -98,6 +98,8 @@ async def test_the_save_knowledge_prompt_points_at_the_ingest_tool(sut: ServerUn
         got = await client.get_prompt("save_knowledge", {"topic": "deployment"})
     text = got.messages[0].content.text
     assert "`ingest`" in text and "deployment" in text
+    # The agent is asked to classify with its own model, reusing the tree's names.
+    assert "`category`" in text and "memoir://categories" in text
 
 
 async def test_the_category_tree_of_saved_knowledge_is_a_resource(

@@ -98,10 +98,15 @@ async def test_an_empty_graph_is_a_tool_error_with_the_specs_exact_message(
 ) -> None:
     async with sut.client(tmp_path) as client:
         result = await client.call_tool("query_directives", {"task": "add a login form"})
+        tools = {tool.name for tool in (await client.list_tools()).tools}
     assert result.is_error
     assert result.content[0].text.startswith(EmptyKnowledgeGraphError.SPEC_MESSAGE)
     assert result.structured_content["error"]["code"] == "empty_knowledge_graph"
     assert "upsert" in result.structured_content["error"]["hint"]
+    # It names a tool this client can call, and says it once (the hint adds, not repeats).
+    named = EmptyKnowledgeGraphError.SPEC_MESSAGE.rstrip(".").split()[-1]
+    assert named == "upsert_markdown" and named in tools
+    assert named not in result.structured_content["error"]["hint"]
 
 
 async def test_invalid_arguments_are_reported_as_errors_not_success(
