@@ -129,8 +129,8 @@ database_url = "sqlite:///{db_name}"
 # busy_timeout_ms = 5000
 # write_retries = 5
 # secure_delete = true             # deleted text leaves the file and the WAL
-# integrity_check_interval_s = 300 # quick_check on open and this often before a write
-# run_retention_days = 30          # older query / ingest runs are deleted
+# integrity_check_interval_s = 300.0 # quick_check on open and this often before a write
+# run_retention_days = 30.0        # older query / ingest runs are deleted
 # run_log_text = "redacted"        # redacted | none: what runs keep of a task or question
 
 [logging]
@@ -168,15 +168,10 @@ database_url = "sqlite:///{db_name}"
 # transport = "stdio"     # stdio | sse | http
 # host = "127.0.0.1"      # another address needs [[server.auth.tokens]] or [server.auth.oauth]
 # port = 8765
-# workspaces = []         # project folders this server may read (MCP roots only narrow them)
-# allowed_hosts = []      # Host headers accepted besides the server's own names ("name:*")
-# allowed_origins = []    # browser origins accepted ("https://console.example.org")
-
-# Bearer tokens for the HTTP server: `memoir token new NAME` prints one and its entry.
-# [[server.auth.tokens]]
-# name = "alice"
-# sha256 = "…"
-# workspaces = ["/srv/projects/shop"]
+# Also: workspaces (project folders this server may read; MCP roots only narrow them),
+# allowed_hosts / allowed_origins (names accepted besides the server's own), and bearer
+# tokens: `memoir token new NAME` prints a token and the [[server.auth.tokens]] entry to
+# paste here (only its hash). See docs/security.md.
 
 [limits]
 # filter_depth = 64       # FEL / RQL nesting
