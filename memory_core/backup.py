@@ -10,7 +10,8 @@ into a fresh store of any backend (``memoir export | memoir --db postgresql://â€
 re-importing changes nothing, and a restored store exports to the same bytes.
 
 When the importing store uses another embedder than the export, items are re-embedded and the
-report says so. Files are written owner-only (0600): a backup holds everything.
+report says so. Files are written owner-only (0600): a backup holds everything but secrets,
+which are redacted like on every other surface (the text keeps ``[REDACTED:<kind>]``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 from memory_core.context import CoreContext
 from memory_core.errors import InvalidInputError
+from memory_core.redaction import redact_value
 from memory_core.scope import Scope
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "import_store",
     "is_store_backup",
     "open_private",
+    "redact_record",
 ]
 
 BACKUP_FORMAT = "memoir-store/1"
@@ -83,9 +86,15 @@ async def export_store(ctx: CoreContext, out: IO[str], *, scope: Scope | None) -
     )
 
     def sink(record: dict[str, Any]) -> None:
-        out.write(_line(record))
+        out.write(_line(redact_record(record)))
 
     return BackupReport(records=await ctx.store.dump(scope, sink))
+
+
+def redact_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A backup record with every secret in its text replaced (issue 14: exports are a surface
+    like any other); the base64 ``embedding`` is left exactly as it is."""
+    return {k: v if k == "embedding" else redact_value(v) for k, v in record.items()}
 
 
 def is_store_backup(first_line: str) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "EmbeddingSettings",
     "HierarchySettings",
     "LLMSettings",
+    "LimitSettings",
     "LoggingSettings",
     "MemorySettings",
     "RulesSettings",
@@ -51,6 +52,24 @@ class _Section(BaseModel):
 class StorageSettings(_Section):
     busy_timeout_ms: int = Field(5000, ge=0, description="How long a writer waits for the lock.")
     write_retries: int = Field(5, ge=0, description="Retries of a write that found the DB locked.")
+    secure_delete: bool = Field(
+        True,
+        description="Deleted text is overwritten, not left in free pages, the FTS index or the "
+        "WAL (SQLite): rm / forget are verifiable.",
+    )
+    integrity_check_interval_s: float = Field(
+        300.0, ge=0, description="Seconds between quick integrity checks (0: only on open)."
+    )
+    integrity_check_max_errors: int = Field(
+        10, ge=1, le=1000, description="PRAGMA quick_check(N): stop after N problems."
+    )
+    run_retention_days: float | None = Field(
+        30.0, ge=0, description="Query and ingest runs older than this are deleted (None: kept)."
+    )
+    run_log_text: Literal["redacted", "none"] = Field(
+        "redacted",
+        description="What runs keep of a task or question: its redacted start, or nothing.",
+    )
 
 
 class EmbeddingSettings(_Section):
@@ -64,6 +83,27 @@ class EmbeddingSettings(_Section):
 class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "warning"
     format: Literal["console", "json"] = "console"
+    library_debug: bool = Field(
+        False,
+        description="Also let libraries (aiosqlite, httpx, uvicorn, the MCP SDK) log at debug "
+        "level; their lines are redacted and cut either way.",
+    )
+
+
+class LimitSettings(_Section):
+    """Bounds on hostile or accidental input; each error names the setting to raise."""
+
+    filter_depth: int = Field(
+        64, ge=1, le=200, description="Deepest nesting of a FEL / RQL filter (parentheses, NOT)."
+    )
+    filter_terms: int = Field(256, ge=1, le=500, description="Most terms in one FEL / RQL filter.")
+    path_chars: int = Field(4096, ge=16, description="Longest path accepted.")
+    stdin_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Most bytes read from stdin (`memoir ingest -`)."
+    )
+    request_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest MCP / REST request body over HTTP."
+    )
 
 
 class DocumentSettings(_Section):
@@ -214,14 +254,56 @@ class MemorySettings(_Section):
     )
 
 
+class TokenSettings(_Section):
+    """One bearer token the HTTP server accepts, stored as its SHA-256 (``memoir token new``)."""
+
+    name: str = Field(min_length=1, max_length=100, description="Who holds it (logged).")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the token.")
+    workspaces: tuple[str, ...] = Field(
+        (), description="Folders (projects) this token may use; empty: every server workspace."
+    )
+    expires: str | None = Field(None, description="RFC 3339 time after which it is refused.")
+
+
+class OAuthSettings(_Section):
+    """The MCP authorization profile: this server is an OAuth 2.0 protected resource."""
+
+    issuer_url: str = Field(description="The authorization server that issues the tokens.")
+    resource_url: str = Field(description="This server's public MCP URL (the token audience).")
+    introspection_url: str = Field(description="RFC 7662 endpoint that validates a token.")
+    client_id: str | None = Field(None, description="memoir's own client id at that endpoint.")
+    client_secret: str | None = None
+    required_scopes: tuple[str, ...] = ()
+    # Which projects an OAuth principal (its `sub`, else its client id) may use.
+    workspaces: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+
+class AuthSettings(_Section):
+    tokens: tuple[TokenSettings, ...] = ()
+    oauth: OAuthSettings | None = None
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
     transport: Literal["stdio", "sse", "http"] = "stdio"
     workspace: str | None = None
+    workspaces: tuple[str, ...] = Field(
+        (), description="Project folders this server may read (besides `workspace`)."
+    )
     rate_limit_per_minute: int = Field(600, ge=0)
     call_timeout_s: float = Field(30.0, gt=0)
     extra_tools: bool = False
+    allowed_hosts: tuple[str, ...] = Field(
+        (), description="Host headers accepted besides the bound address ('name:*' any port)."
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        (), description="Browser origins accepted besides loopback ones ('http://name:*')."
+    )
+    allow_unauthenticated_network: bool = Field(
+        False, description="Serve a non-loopback address without authentication (unsafe)."
+    )
+    auth: AuthSettings = AuthSettings()
 
 
 class Settings(BaseModel):
@@ -243,6 +325,7 @@ class Settings(BaseModel):
     llm: LLMSettings = LLMSettings()
     server: ServerSettings = ServerSettings()
     memories: MemorySettings = MemorySettings()
+    limits: LimitSettings = LimitSettings()
 
 
 _SECTIONS = {
@@ -280,7 +363,29 @@ def _read_toml(path: Path) -> dict[str, Any]:
     if isinstance(url, str) and url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         relative = url.removeprefix("sqlite:///")
         data["database_url"] = "sqlite:///" + str((path.parent / relative).resolve())
+    _anchor_workspaces(data, path.parent)
     return data
+
+
+def _anchor_workspaces(data: dict[str, Any], base: Path) -> None:
+    """Relative workspace folders in memoir.toml are relative to the file (``workspace = "."``
+    in a project's own memoir.toml names that project)."""
+
+    def anchored(value: Any) -> Any:
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            return str((base / value).resolve())
+        return value
+
+    server = data.get("server")
+    if not isinstance(server, dict):
+        return
+    server["workspace"] = anchored(server.get("workspace"))
+    if isinstance(server.get("workspaces"), list):
+        server["workspaces"] = [anchored(v) for v in server["workspaces"]]
+    auth = server.get("auth")
+    for token in (auth or {}).get("tokens", []) if isinstance(auth, dict) else []:
+        if isinstance(token, dict) and isinstance(token.get("workspaces"), list):
+            token["workspaces"] = [anchored(v) for v in token["workspaces"]]
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ the MCP server into a tool error the model can read, the REST API into an HTTP s
     ├── ConfigError                 a setting has a bad value or a config file is malformed
     ├── InvalidInputError           a caller passed something unusable (empty query, bad path…)
     │   ├── PathNotAllowedError     a path escapes the allowed roots (traversal, symlink)
-    │   └── QuerySyntaxError        RQL / FEL text that does not parse (carries line and column)
+    │   ├── QuerySyntaxError        RQL / FEL text that does not parse (carries line and column)
+    │   └── LimitExceededError      input over a configured bound (names the limit and setting)
     ├── NotFoundError               an id, path or name that is not in the store
     ├── EmptyKnowledgeGraphError    rules were queried before any were ingested
     ├── StorageError                the database could not do what was asked
@@ -39,6 +40,7 @@ __all__ = [
     "EmptyKnowledgeGraphError",
     "ExtensionUnavailableError",
     "InvalidInputError",
+    "LimitExceededError",
     "MemoirError",
     "ModelError",
     "NotFoundError",
@@ -127,6 +129,24 @@ class QuerySyntaxError(InvalidInputError):
         self.line = line
         self.column = column
         self.expected = expected
+
+
+class LimitExceededError(InvalidInputError):
+    """Input beyond a bound that protects the server (depth, size, count, length)."""
+
+    code = "limit_exceeded"
+
+    def __init__(
+        self, what: str, *, value: int, limit: int, setting: str, hint: str | None = None
+    ) -> None:
+        env = "MEMOIR_" + setting.upper().replace(".", "__")
+        super().__init__(
+            f"{what}: {value} is over the limit of {limit} ({setting})",
+            hint=hint or f"send smaller input, or raise {setting} ({env}) in memoir.toml",
+            details={"value": value, "limit": limit, "setting": setting},
+        )
+        self.limit = limit
+        self.setting = setting
 
 
 class NotFoundError(MemoirError):

@@ -30,6 +30,7 @@ __all__ = [
     "Resource",
     "RunRecord",
     "ScoredId",
+    "StoreHealth",
     "StoreStats",
     "Tombstone",
     "content_hash",
@@ -312,6 +313,35 @@ class StoreStats:
             "sqlite_vec_version": self.vec_version,
             "extension_loading": self.driver,
             "fts5": self.fts5,
+        }
+
+
+@dataclass(frozen=True)
+class StoreHealth:
+    """Whether the open store can be trusted with writes: its file still is the one opened,
+    and the last quick integrity check passed.
+
+    ``status``: ``ok``; ``unchecked`` (the check ran out of its time budget: a large store);
+    ``corrupt`` (writes refused); ``replaced`` (the file was deleted or replaced under the open
+    store: writes refused, they would be lost); ``read_only`` (a read-only file system or no
+    write permission: writes refused); ``unknown`` (a backend without these checks).
+    """
+
+    status: Literal["ok", "unchecked", "corrupt", "replaced", "read_only", "unknown"]
+    detail: str = ""
+    checked_at: str | None = None
+    hint: str | None = None
+
+    @property
+    def writable(self) -> bool:
+        return self.status in ("ok", "unchecked", "unknown")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "detail": self.detail,
+            "checked_at": self.checked_at,
+            "hint": self.hint,
         }
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "ScopeSchema",
     "as_scope",
     "find_project_root",
+    "is_never_a_project",
     "project_scope",
     "resolve_scope",
     "validate_scope",
@@ -174,11 +175,25 @@ def as_scope(value: ScopeLike) -> Scope:
     return value if isinstance(value, Scope) else Scope.of(value)
 
 
+def is_never_a_project(folder: Path, *, home: Path | None = None) -> bool:
+    """A home folder or the filesystem root is never a project, even with a ``.git`` (a
+    dotfiles repository): Cursor and others start servers with the home folder as cwd."""
+    folder = folder.expanduser().resolve()
+    if folder == Path(folder.anchor):
+        return True
+    try:
+        home_folder = (home or Path.home()).resolve()
+    except (RuntimeError, KeyError):  # no home directory for this user
+        return False
+    return folder == home_folder
+
+
 def find_project_root(start: Path) -> Path:
-    """The nearest folder holding ``.git`` from ``start`` upward, else ``start`` itself."""
+    """The nearest folder holding ``.git`` from ``start`` upward, else ``start`` itself
+    (a home folder's dotfiles repository is not a project root)."""
     start = start.resolve()
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        if (folder / ".git").exists() and not is_never_a_project(folder):
             return folder
     return start
 
@@ -187,10 +202,26 @@ def project_scope(root: Path) -> str:
     return f"project:{root.resolve()}"
 
 
-def resolve_scope(explicit: str | None, *, workspace: str | None, cwd: Path) -> str:
-    """explicit > configured workspace > git root of ``cwd`` (else ``cwd``)."""
+def resolve_scope(
+    explicit: str | None, *, workspace: str | None, cwd: Path, home: Path | None = None
+) -> str:
+    """The scope of a command: explicit > configured workspace > git root of ``cwd`` (else
+    ``cwd`` itself).
+
+    Raises:
+        InvalidInputError: the scope is invalid, or it would fall back to a home folder (or
+            ``/``), which never becomes a project.
+    """
     if explicit:
         return validate_scope(explicit)
     if workspace:
         return project_scope(Path(workspace).expanduser())
-    return project_scope(find_project_root(cwd))
+    root = find_project_root(cwd)
+    if is_never_a_project(root, home=home):
+        raise InvalidInputError(
+            f"no project scope: the working directory {root} is a home folder or the "
+            "filesystem root, which is never a project",
+            hint="run the command inside the project, pass --scope (e.g. --scope global), or "
+            "set server.workspace in memoir.toml",
+        )
+    return project_scope(root)

@@ -12,15 +12,21 @@ Grammar (shared by RQL ``FILTER`` and the CLI's ``--filter``)::
 values are typed (numbers for ``chunk.offset`` / ``chunk.tokens``, strings elsewhere). The AST
 is the storage-neutral filter tree of ``memory_core.filters`` (fields mapped by ``FIELD_MAP``),
 which each backend compiles to parameterised SQL: no text from a query ever becomes SQL.
+
+Hostile input is bounded (:class:`FilterLimits`): nesting deeper than ``limits.filter_depth``
+(parentheses, ``NOT``) or more than ``limits.filter_terms`` terms (predicates and ``IN`` values)
+is refused with an error naming the limit and the setting, before any recursion runs deep or
+any SQL is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from memory_core.documents.lexer import Token, tokenize
-from memory_core.errors import QuerySyntaxError
+from memory_core.errors import LimitExceededError, QuerySyntaxError
 from memory_core.filters import And, Compare, Filter, InList, Not, Or
 
 __all__ = [
@@ -28,6 +34,7 @@ __all__ = [
     "FIELD_MAP",
     "Expr",
     "FieldType",
+    "FilterLimits",
     "Parser",
     "parse_filter",
     "syntax_error",
@@ -72,6 +79,14 @@ FIELD_MAP: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class FilterLimits:
+    """Bounds of one filter (the defaults are those of ``LimitSettings``)."""
+
+    max_depth: int = 64
+    max_terms: int = 256
+
+
 def syntax_error(
     token: Token, message: str, expected: str, hint: str | None = None
 ) -> QuerySyntaxError:
@@ -80,16 +95,44 @@ def syntax_error(
         line=token.line,
         column=token.column,
         expected=expected,
-        hint=hint,
+        hint=hint or f"write {expected} at that position (the grammar is in docs/search.md)",
     )
 
 
 class Parser:
     """A recursive-descent parser over a token list (RQL reuses it for its clauses)."""
 
-    def __init__(self, tokens: Sequence[Token]) -> None:
+    def __init__(self, tokens: Sequence[Token], limits: FilterLimits | None = None) -> None:
         self.tokens = list(tokens)
         self.pos = 0
+        self.limits = limits or FilterLimits()
+        self._depth = 0
+        self._terms = 0
+
+    def _nest(self) -> None:
+        self._depth += 1
+        if self._depth > self.limits.max_depth:
+            raise LimitExceededError(
+                f"filter nested too deeply (parentheses and NOT) at line {self.current.line}, "
+                f"column {self.current.column}",
+                value=self._depth,
+                limit=self.limits.max_depth,
+                setting="limits.filter_depth",
+                hint="flatten the filter (NOT NOT x is x; a IN (...) list replaces nested ORs), "
+                "or raise limits.filter_depth",
+            )
+
+    def _count_term(self) -> None:
+        self._terms += 1
+        if self._terms > self.limits.max_terms:
+            raise LimitExceededError(
+                "filter has too many terms (predicates and IN values)",
+                value=self._terms,
+                limit=self.limits.max_terms,
+                setting="limits.filter_terms",
+                hint="narrow the filter (a LIKE or GLOB pattern can replace many equalities), "
+                "or raise limits.filter_terms",
+            )
 
     @property
     def current(self) -> Token:
@@ -136,12 +179,17 @@ class Parser:
 
     def parse_term(self) -> Expr:
         if self.at_keyword("NOT"):
+            self._nest()
             self.advance()
-            return Not(self.parse_term())
+            negated = Not(self.parse_term())
+            self._depth -= 1
+            return negated
         if self.at_punct("("):
+            self._nest()
             self.advance()
             inner = self.parse_expr()
             self.expect_punct(")")
+            self._depth -= 1
             return inner
         return self.parse_predicate()
 
@@ -183,6 +231,7 @@ class Parser:
         raise syntax_error(token, "expected a value", "a quoted string or a number")
 
     def parse_predicate(self) -> Expr:
+        self._count_term()
         field, kind = self.parse_field()
         token = self.current
         negated = False
@@ -197,6 +246,7 @@ class Parser:
             values = [self.parse_value(field, kind)]
             while self.at_punct(","):
                 self.advance()
+                self._count_term()
                 values.append(self.parse_value(field, kind))
             self.expect_punct(")")
             return InList(FIELD_MAP[field], tuple(values), negated)
@@ -223,14 +273,15 @@ def _number(token: Token) -> int | float:
         raise syntax_error(token, "malformed number", "a number such as 42 or 1.5") from None
 
 
-def parse_filter(text: str) -> Expr:
+def parse_filter(text: str, limits: FilterLimits | None = None) -> Expr:
     """Parse a FEL expression (the CLI's ``--filter``).
 
     Raises:
         QuerySyntaxError: with the line, column and what was expected.
+        LimitExceededError: nested deeper, or with more terms, than ``limits`` allow.
     """
     tokens = tokenize(text)
-    parser = Parser(tokens)
+    parser = Parser(tokens, limits)
     if parser.current.kind == "end":
         raise syntax_error(
             parser.current, "the filter is empty", "a predicate such as doc.tag = 'x'"

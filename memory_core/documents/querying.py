@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memory_core.documents import persistence
-from memory_core.documents.fel import FIELD_MAP, parse_filter
+from memory_core.documents.fel import FIELD_MAP, FilterLimits, parse_filter
 from memory_core.documents.packer_adapter import pack_hits
 from memory_core.documents.records import CHUNK_KIND, DOC_KIND, ChunkRecord, DocRecord
 from memory_core.documents.responses import (
@@ -54,10 +54,15 @@ def _check_query(text: str) -> str:
     return text
 
 
-def _filter(text: str | None) -> Filter | None:
+def _limits(ctx: CoreContext) -> FilterLimits:
+    limits = ctx.settings.limits
+    return FilterLimits(max_depth=limits.filter_depth, max_terms=limits.filter_terms)
+
+
+def _filter(text: str | None, limits: FilterLimits) -> Filter | None:
     if text is None or not text.strip():
         return None
-    return parse_filter(text)
+    return parse_filter(text, limits)
 
 
 def _doc_out(doc: DocRecord, fields: Sequence[str] | None = None) -> DocOut | None:
@@ -204,7 +209,7 @@ async def run_search(
     k = ctx.settings.search.default_k if k is None else k
     if not 1 <= k <= 10_000:
         raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
-    where = _filter(filter)
+    where = _filter(filter, _limits(ctx))
     pairs, outcome = await _ranked(
         ctx, query=query, scope=scope, k=k, mode=mode, where=where, wait=wait
     )
@@ -251,7 +256,7 @@ async def run_rql(
 ) -> SearchResponse:
     """``memoir query --rql``: parse and execute one statement (see ``DocumentService``)."""
     started = time.perf_counter()
-    parsed: RqlQuery = parse_rql(rql)
+    parsed: RqlQuery = parse_rql(rql, _limits(ctx))
     limit = parsed.limit or ctx.settings.search.max_limit
     offset = parsed.offset
     where = parsed.filter
@@ -394,7 +399,7 @@ async def run_context(
     k = max(50, ctx.settings.search.default_k) if k is None else k
     if not 1 <= k <= 10_000:
         raise InvalidInputError(f"--k {k} is out of range", hint="use --k between 1 and 10000")
-    where = _filter(filter)
+    where = _filter(filter, _limits(ctx))
     pairs, outcome = await _ranked(
         ctx, query=query, scope=scope, k=k, mode=mode, where=where, wait=wait
     )

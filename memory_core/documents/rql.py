@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from memory_core.documents.fel import FIELDS, Expr, Parser, syntax_error
+from memory_core.documents.fel import FIELDS, Expr, FilterLimits, Parser, syntax_error
 from memory_core.documents.lexer import tokenize
 from memory_core.errors import QuerySyntaxError
 
@@ -59,14 +59,15 @@ def _qualify(name: str, table: str) -> str | None:
     return candidate if candidate in SELECTABLE else None
 
 
-def parse_rql(text: str) -> RqlQuery:
+def parse_rql(text: str, limits: FilterLimits | None = None) -> RqlQuery:
     """Parse one RQL statement.
 
     Raises:
         QuerySyntaxError: the statement does not follow the grammar, a FILTER field is
             unqualified or unknown, or LIMIT / OFFSET is out of range.
+        LimitExceededError: the FILTER is nested deeper, or has more terms, than ``limits``.
     """
-    parser = Parser(tokenize(text))
+    parser = Parser(tokenize(text), limits)
     if parser.current.kind == "end":
         raise syntax_error(parser.current, "the query is empty", "SELECT")
     parser.expect_keyword("SELECT")

@@ -21,6 +21,8 @@ from memory_core.documents.responses import (
     SearchResponse,
 )
 from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.input_limits import check_path_lengths
+from memory_core.private_files import open_private_text
 from memory_core.retrieval.engine import SearchMode
 from memory_core.scope import Scope, ScopeLike, as_scope
 
@@ -71,7 +73,9 @@ class DocumentService:
         Raises:
             InvalidInputError: no path exists, or a bad tag.
             PathNotAllowedError: a glob reaches outside its folder.
+            LimitExceededError: a path longer than ``limits.path_chars``.
         """
+        check_path_lengths(paths, self._ctx.settings.limits.path_chars)
         report = await ingest.add_paths(
             self._ctx,
             [Path(p) for p in paths],
@@ -179,9 +183,10 @@ class DocumentService:
 
     async def export(self, out: IO[str] | str | Path, *, scope: ScopeLike | None) -> ExportReport:
         """Write documents and chunks (with vectors) as JSONL to a stream or a file path."""
+        # Exports leave the store: private (0600), like the store itself.
         if isinstance(out, str | Path):
             path = Path(out)
-            with path.open("w", encoding="utf-8") as handle:
+            with open_private_text(path) as handle:
                 report = await transfer.export_jsonl(self._ctx, handle, scope=_optional(scope))
             report.out = str(path)
             return report

@@ -7,12 +7,15 @@ so the same project ingested from two checkouts cites the same paths.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from memory_core.errors import InvalidInputError, PathNotAllowedError
 
-__all__ = ["display_path", "resolve_allowed", "validate_virtual_path"]
+__all__ = ["display_path", "escaping_links", "resolve_allowed", "validate_virtual_path"]
+
+_MAX_LINKS_REPORTED = 50
 
 
 def resolve_allowed(path: str | Path, roots: Sequence[Path], *, cwd: Path) -> tuple[Path, Path]:
@@ -79,3 +82,38 @@ def validate_virtual_path(path: str) -> str:
             hint="use a path relative to the project root, e.g. 'rules/api.md'",
         )
     return pure.as_posix()
+
+
+def escaping_links(paths: Sequence[str], roots: Sequence[Path], *, cwd: Path) -> list[str]:
+    """Warnings for the symlinks inside the given folders that lead outside every allowed
+    root (or nowhere): the folder walk skips them, and the caller must hear why.
+
+    Blocking (run it in a worker thread); bounded to the first few dozen links.
+    """
+    real_roots = [r.resolve(strict=False) for r in roots]
+    warnings: list[str] = []
+    for raw in paths:
+        folder = Path(raw).expanduser()
+        folder = folder if folder.is_absolute() else cwd / folder
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        for current, dirnames, filenames in os.walk(folder, followlinks=False):
+            for name in (*dirnames, *filenames):
+                link = Path(current, name)
+                if not link.is_symlink():
+                    continue
+                try:
+                    target = link.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    target = None
+                if target is None or not any(
+                    target == r or target.is_relative_to(r) for r in real_roots
+                ):
+                    shown = link.relative_to(folder).as_posix()
+                    warnings.append(
+                        f"{shown}: skipped: a symlink leading outside the allowed folders "
+                        f"(to {target or 'nowhere'})"
+                    )
+                    if len(warnings) >= _MAX_LINKS_REPORTED:
+                        return warnings
+    return warnings

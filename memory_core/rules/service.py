@@ -23,6 +23,7 @@ from memory_core.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from memory_core.input_limits import check_path_lengths
 from memory_core.models import utc_now
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
@@ -50,7 +51,7 @@ from memory_core.rules.models import (
     ScoreBreakdown,
     UpsertReport,
 )
-from memory_core.rules.paths import validate_virtual_path
+from memory_core.rules.paths import escaping_links, validate_virtual_path
 from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
@@ -143,17 +144,23 @@ class RulesService:
 
         Raises:
             InvalidInputError: no path was given.
+            LimitExceededError: a path longer than ``limits.path_chars``.
         """
         if not paths:
             raise InvalidInputError(
                 "no rule document paths given", hint="pass one or more files or folders"
             )
+        check_path_lengths(paths, self._ctx.settings.limits.path_chars)
         started = time.perf_counter()
         roots = self._roots(allowed_roots)
         cwd = self._cwd
         loaded = await anyio.to_thread.run_sync(lambda: read_rule_files(paths, roots, cwd=cwd))
         report = await ingest_loaded(
             self._ctx, loaded, scope=scope, overwrite=overwrite, started=started
+        )
+        # The folder walk skips links that escape; say so rather than skip them silently.
+        report.warnings.extend(
+            await anyio.to_thread.run_sync(lambda: escaping_links(paths, roots, cwd=cwd))
         )
         await self._refresh_after_write(scope, report)
         return report

@@ -16,7 +16,14 @@ import click
 
 from memory_core.errors import InvalidInputError, MemoirError
 from server.cli.main import CliState, pass_state
-from server.cli.output import emit_json, envelope, exit_code_for, fail, print_table
+from server.cli.output import (
+    emit_json,
+    envelope,
+    exit_code_for,
+    fail,
+    print_table,
+    unredacted_stdout,
+)
 
 __all__ = ["register"]
 
@@ -449,7 +456,8 @@ def export_command(state: CliState, out: Path | None, all_scopes: bool, scope: s
     async def run(memoir: Any) -> Any:
         target = None if all_scopes else _scope(state, scope)
         if out is None:
-            return await memoir.export(sys.stdout, scope=target)
+            # Records are redacted as they are written (vectors untouched): no second pass.
+            return await memoir.export(unredacted_stdout(), scope=target)
         return await memoir.export(out, scope=target)
 
     report = state.run(run, as_json=out is None)

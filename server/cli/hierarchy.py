@@ -13,8 +13,9 @@ from typing import Any
 
 import click
 
-from memory_core.errors import InvalidInputError
+from memory_core.errors import InvalidInputError, MemoirError
 from memory_core.scope import resolve_scope
+from server.cli.inputs import read_stdin_text
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, fail, print_table
 
@@ -87,7 +88,10 @@ def register(cli: click.Group) -> None:
         body: str | None = text
         origin: str | None = None
         if source == "-":
-            body, origin = sys.stdin.read(), "stdin"
+            try:
+                body, origin = read_stdin_text(state.settings.limits.stdin_bytes), "stdin"
+            except MemoirError as error:
+                fail(error, as_json=as_json)
 
         async def run(memoir: Any) -> Any:
             if body is not None:

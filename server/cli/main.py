@@ -20,6 +20,8 @@ import click
 
 from memory_core.config import CONFIG_FILENAME, DEFAULT_DB_FILENAME, Settings, load_settings
 from memory_core.errors import MemoirError
+from memory_core.input_limits import os_error_as_input_error
+from memory_core.redaction import RedactingWriter
 from server.cli.output import emit_json, envelope, fail, print_table
 from server.logging_setup import configure_logging
 
@@ -101,6 +103,8 @@ def cli(
         settings = load_settings(overrides, config_file=config_file)
     except MemoirError as error:
         fail(error, as_json="--json" in sys.argv)
+    except OSError as exc:  # a path the file system refused, deep in a walk
+        fail(os_error_as_input_error(exc), as_json="--json" in sys.argv)
     configure_logging(settings.logging.level, settings.logging.format)
     ctx.obj = CliState(settings=settings, db=db)
 
@@ -125,6 +129,10 @@ database_url = "sqlite:///{db_name}"
 [storage]
 # busy_timeout_ms = 5000
 # write_retries = 5
+# secure_delete = true             # deleted text leaves the file and the WAL
+# integrity_check_interval_s = 300.0 # quick_check on open and this often before a write
+# run_retention_days = 30.0        # older query / ingest runs are deleted
+# run_log_text = "redacted"        # redacted | none: what runs keep of a task or question
 
 [logging]
 # level = "warning"     # debug | info | warning | error
@@ -159,8 +167,19 @@ database_url = "sqlite:///{db_name}"
 
 [server]
 # transport = "stdio"     # stdio | sse | http
-# host = "127.0.0.1"
+# host = "127.0.0.1"      # another address needs [[server.auth.tokens]] or [server.auth.oauth]
 # port = 8765
+# Also: workspaces (project folders this server may read; MCP roots only narrow them),
+# allowed_hosts / allowed_origins (names accepted besides the server's own), and bearer
+# tokens: `memoir token new NAME` prints a token and the [[server.auth.tokens]] entry to
+# paste here (only its hash). See docs/security.md.
+
+[limits]
+# filter_depth = 64       # FEL / RQL nesting
+# filter_terms = 256      # FEL / RQL terms
+# path_chars = 4096
+# stdin_bytes = 10485760
+# request_bytes = 4194304
 """
 
 
@@ -302,7 +321,7 @@ def _register_features() -> None:
     # Each feature module owns its commands; a missing optional module must not break the CLI.
     import importlib
 
-    for name in ("documents", "rules", "hierarchy", "memory", "serve"):
+    for name in ("documents", "rules", "hierarchy", "memory", "serve", "tokens"):
         try:
             module = importlib.import_module(f"server.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -316,8 +335,20 @@ _register_features()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="memoir")
+    """Console-script entry point.
+
+    Everything the commands print passes through the redactor (stdout and stderr are wrapped:
+    a key stored by mistake is never printed back), and a ``MemoirError`` that escapes a
+    command still ends as a clean error with its hint, never a traceback.
+    """
+    sys.stdout = RedactingWriter(sys.stdout)  # type: ignore[assignment]
+    sys.stderr = RedactingWriter(sys.stderr)  # type: ignore[assignment]
+    try:
+        cli(prog_name="memoir", standalone_mode=True)
+    except MemoirError as error:
+        fail(error, as_json="--json" in sys.argv)
+    except OSError as exc:  # a path the file system refused, deep in a walk
+        fail(os_error_as_input_error(exc), as_json="--json" in sys.argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 import click
 
@@ -22,6 +22,7 @@ from memory_core.errors import (
     MemoirError,
     NotFoundError,
 )
+from memory_core.redaction import RedactingWriter
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -30,6 +31,7 @@ __all__ = [
     "exit_code_for",
     "fail",
     "print_table",
+    "unredacted_stdout",
 ]
 
 SCHEMA_VERSION = "1"
@@ -42,6 +44,13 @@ _EXIT_CODES: tuple[tuple[type[MemoirError], int], ...] = (
     (DatabaseCorruptError, 6),
     (DatabaseUnavailableError, 4),
 )
+
+
+def unredacted_stdout() -> IO[str]:
+    """stdout past the CLI's redacting wrapper, for output redacted where it is made (backup
+    records: their base64 vectors must not be touched)."""
+    stream = sys.stdout
+    return stream.target if isinstance(stream, RedactingWriter) else stream
 
 
 def exit_code_for(error: MemoirError) -> int:

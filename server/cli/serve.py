@@ -36,7 +36,12 @@ def _free_port(host: str) -> int:
 
 
 def _print_config(
-    transport: str, host: str, port: int, db: str | None, workspace: str | None
+    transport: str,
+    host: str,
+    port: int,
+    db: str | None,
+    workspace: str | None,
+    token_env: str | None = None,
 ) -> None:
     from server.mcp_app.client_config import (
         claude_code_command,
@@ -54,13 +59,30 @@ def _print_config(
     url = http_url(host, port, transport)
     click.echo(f"memoir MCP server ({transport}) at {url}", err=True)
     click.echo("Client configuration (Cursor, Cline, Claude Code .mcp.json):", err=True)
-    click.echo(mcp_servers_json(http_entry(url, transport=transport)), err=True)
-    click.echo(f"Claude Code: {claude_code_command(url=url, transport=transport)}", err=True)
+    click.echo(
+        mcp_servers_json(http_entry(url, transport=transport, token_env=token_env)), err=True
+    )
+    click.echo(
+        f"Claude Code: {claude_code_command(url=url, transport=transport, token_env=token_env)}",
+        err=True,
+    )
     click.echo(
         f"MCP Inspector: npx @modelcontextprotocol/inspector --cli {url} "
         f"--transport {transport} --method tools/list",
         err=True,
     )
+
+
+def _preflight_http(settings: Any) -> None:
+    """Refuse, before serving, what ``build_http_app`` would refuse (a clean exit, no trace)."""
+    from server.mcp_app.auth import build_verifier
+    from server.mcp_app.http_guard import check_bind
+
+    try:
+        verifier = build_verifier(settings.server.auth)
+        check_bind(settings, settings.server.host, has_credentials=verifier is not None)
+    except MemoirError as error:
+        fail(error, as_json=False)
 
 
 def register(cli: click.Group) -> None:
@@ -85,9 +107,20 @@ def register(cli: click.Group) -> None:
     )
     @click.option(
         "--workspace",
+        "workspaces",
         type=click.Path(file_okay=False, path_type=Path),
+        multiple=True,
+        help="A project folder the server may read (repeat for several; a client's "
+        "${workspaceFolder} works). MCP roots can only narrow these. Default: the git root "
+        "of the working directory (never a home folder).",
+    )
+    @click.option(
+        "--allow-unauthenticated-network",
+        "allow_unauthenticated_network",
+        is_flag=True,
         default=None,
-        help="Project folder used when the client sends no MCP roots.",
+        help="Serve a non-loopback --host with no authentication: anyone who can reach it can "
+        "read and change the store. Only behind a firewall you trust.",
     )
     @click.option(
         "--extra-tools", is_flag=True, default=None, help="Also expose list_rules and search."
@@ -102,7 +135,8 @@ def register(cli: click.Group) -> None:
         host: str | None,
         port: int | None,
         scope: str | None,
-        workspace: Path | None,
+        workspaces: tuple[Path, ...],
+        allow_unauthenticated_network: bool | None,
         extra_tools: bool | None,
         print_config: bool,
     ) -> None:
@@ -113,12 +147,15 @@ def register(cli: click.Group) -> None:
         from server.mcp_app.transports import ensure_port_free
         from server.mcp_app.transports import serve as run_server
 
+        folders = [str(w.expanduser().resolve()) for w in workspaces]
         settings = _with_server_settings(
             state,
             transport=transport,
             host=host,
             port=port,
-            workspace=str(workspace.expanduser().resolve()) if workspace else None,
+            workspace=folders[0] if folders else None,
+            workspaces=tuple(folders[1:]) if folders else None,
+            allow_unauthenticated_network=allow_unauthenticated_network,
             extra_tools=extra_tools,
         )
         if settings.server.port == 0 and settings.server.transport != "stdio":
@@ -137,10 +174,16 @@ def register(cli: click.Group) -> None:
             explicit = validate_scope(scope) if scope else None
         except MemoirError as error:
             fail(error, as_json=False)
+        if cfg.transport != "stdio":
+            _preflight_http(settings)
+        granted = [w for token in cfg.auth.tokens for w in token.workspaces]
+        if cfg.auth.oauth is not None:
+            granted += [w for ws in cfg.auth.oauth.workspaces.values() for w in ws]
         defaults = ScopeDefaults(
             explicit_scope=explicit,
             workspace=Path(cfg.workspace).expanduser() if cfg.workspace else None,
-            # Last resort for clients that send no roots (the Inspector, curl, older clients).
+            workspaces=tuple(Path(w).expanduser() for w in (*cfg.workspaces, *granted)),
+            # Nothing configured: the project the server was started in (never a home folder).
             cwd_root=git_root_of(Path.cwd()),
         )
         if cfg.transport != "stdio":
@@ -151,7 +194,15 @@ def register(cli: click.Group) -> None:
         runtime = MemoirRuntime(settings, state.db, scope_defaults=defaults)
         app = build_server(runtime, version=_version())
         if print_config:
-            _print_config(cfg.transport, cfg.host, cfg.port, state.db, cfg.workspace)
+            authenticated = bool(cfg.auth.tokens) or cfg.auth.oauth is not None
+            _print_config(
+                cfg.transport,
+                cfg.host,
+                cfg.port,
+                state.db,
+                cfg.workspace,
+                token_env="MEMOIR_TOKEN" if authenticated else None,
+            )
         try:
             anyio.run(lambda: run_server(app, runtime, cfg.transport, host=cfg.host, port=cfg.port))
         except KeyboardInterrupt:  # a second Ctrl-C during the drain

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from server.mcp_app.arguments import argument_error_result, unknown_arguments
 from server.mcp_app.calls import RootsCache
 from server.mcp_app.notify import subscriptions
+from server.mcp_app.oversize import register_oversize_handler
 from server.mcp_app.prompts import register_prompts
 from server.mcp_app.resources import list_rule_resources, register_resources
 from server.mcp_app.runtime import MemoirRuntime
@@ -151,7 +152,8 @@ class MemoirMCPServer(MCPServer[Any]):
     # An unknown tool is the client's protocol mistake (JSON-RPC invalid params), not a tool
     # failure for the model to read; the SDK would answer it as an isError result.
     async def _handle_call_tool(self, ctx: Any, params: CallToolRequestParams) -> Any:
-        if self._tool_manager.get_tool(params.name) is None:
+        tool = self._tool_manager.get_tool(params.name)
+        if tool is None:
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"Unknown tool: {params.name!r}",
@@ -214,4 +216,5 @@ def build_server(runtime: MemoirRuntime, *, version: str = "") -> MemoirMCPServe
     lowlevel.add_notification_handler(
         "notifications/roots/list_changed", NotificationParams, app.roots_cache.on_list_changed
     )
+    register_oversize_handler(lowlevel)
     return app

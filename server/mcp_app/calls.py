@@ -13,6 +13,7 @@ import contextlib
 import warnings
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -121,8 +122,11 @@ async def roots_for_request(ctx: Context) -> list[str]:
     return root_uris(result)
 
 
-def scope_for(uris: Sequence[str], defaults: ScopeDefaults) -> ScopeDecision:
-    return decide_scope(uris, defaults)
+def scope_for(
+    uris: Sequence[str], defaults: ScopeDefaults, *, grant: Sequence[Path] | None = None
+) -> ScopeDecision:
+    """The server's scope decision for a caller with these roots and credentials."""
+    return decide_scope(uris, defaults, grant=grant)
 
 
 def client_key(ctx: Context) -> str:

@@ -44,18 +44,27 @@ def http_url(host: str, port: int, transport: str = "http") -> str:
     return f"http://{shown}:{port}{path}"
 
 
-def http_entry(url: str, *, transport: str = "http") -> dict[str, Any]:
-    """The ``mcpServers`` entry for a running HTTP (or SSE) server (Cursor, Cline, Claude Code)."""
-    return {"type": "sse" if transport == "sse" else "http", "url": url}
+def http_entry(
+    url: str, *, transport: str = "http", token_env: str | None = None
+) -> dict[str, Any]:
+    """The ``mcpServers`` entry for a running HTTP (or SSE) server (Cursor, Cline, Claude Code);
+    with ``token_env``, the bearer token is read from that environment variable."""
+    entry: dict[str, Any] = {"type": "sse" if transport == "sse" else "http", "url": url}
+    if token_env:
+        entry["headers"] = {"Authorization": f"Bearer ${{{token_env}}}"}
+    return entry
 
 
 def mcp_servers_json(entry: dict[str, Any]) -> str:
     return json.dumps({"mcpServers": {SERVER_NAME: entry}}, indent=2)
 
 
-def claude_code_command(*, url: str | None = None, transport: str = "http") -> str:
+def claude_code_command(
+    *, url: str | None = None, transport: str = "http", token_env: str | None = None
+) -> str:
     """The ``claude mcp add`` line for Claude Code."""
     if url:
         kind = "sse" if transport == "sse" else "http"
-        return f"claude mcp add --transport {kind} {SERVER_NAME} {url}"
+        header = f' --header "Authorization: Bearer ${token_env}"' if token_env else ""
+        return f"claude mcp add --transport {kind} {SERVER_NAME} {url}{header}"
     return f"claude mcp add {SERVER_NAME} -- memoir serve"

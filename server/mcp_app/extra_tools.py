@@ -67,7 +67,7 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
             )
             return ok_result(out, text or "No rules in this project yet.")
 
-        return await host.run(ctx, "list_rules", body, writes=False)
+        return await host.run(ctx, "list_rules", body, writes=False, decision=decision)
 
     @app.tool(
         name="search",
@@ -84,4 +84,4 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
             out = shaping.query_output_from_documents(result)
             return ok_result(out, shaping.query_text(out))
 
-        return await host.run(ctx, "search", body, writes=False)
+        return await host.run(ctx, "search", body, writes=False, decision=decision)

@@ -16,6 +16,8 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from pydantic import Field
 
 from memory_core.errors import MemoirError
+from memory_core.redaction import redact_text
+from server.mcp_app.auth import grant_for
 from server.mcp_app.calls import roots_for_request, scope_for
 from server.mcp_app.runtime import MemoirRuntime
 
@@ -78,13 +80,15 @@ def register_prompts(app: MCPServer, runtime: MemoirRuntime) -> None:
         problem: str | None = None
         try:
             memoir = await runtime.memoir()
-            decision = scope_for(await roots_for_request(ctx), runtime.scope_defaults)
+            decision = scope_for(
+                await roots_for_request(ctx), runtime.scope_defaults, grant=grant_for(ctx)
+            )
             result = await memoir.rules.query_directives(task, scope=decision.read_scope)
             block = result.context_block
         except MemoirError as error:
             problem = error.message
             log.info("session prompt without directives", error=error.code)
-        return [UserMessage(session_prompt_text(task, block, problem))]
+        return [UserMessage(redact_text(session_prompt_text(task, block, problem)))]
 
     @app.prompt(
         name="save_knowledge",
@@ -108,4 +112,4 @@ def register_prompts(app: MCPServer, runtime: MemoirRuntime) -> None:
             "should always follow, propose it as a markdown rule document and load it with "
             "`upsert_markdown` instead."
         )
-        return [UserMessage(text)]
+        return [UserMessage(redact_text(text))]

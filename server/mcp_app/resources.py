@@ -17,6 +17,8 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import Resource as MCPResource
 
 from memory_core.errors import MemoirError, NotFoundError
+from memory_core.redaction import redact_text
+from server.mcp_app.auth import grant_for
 from server.mcp_app.calls import roots_for_request, scope_for
 from server.mcp_app.notify import CATEGORIES_URI, STORE_SUMMARY_URI, rule_uri
 from server.mcp_app.runtime import MemoirRuntime
@@ -74,7 +76,8 @@ def directive_markdown(detail: Any, directive_id: str) -> str:
 
 
 async def _scope(runtime: MemoirRuntime, ctx: Context) -> str:
-    return scope_for(await roots_for_request(ctx), runtime.scope_defaults).read_scope
+    decision = scope_for(await roots_for_request(ctx), runtime.scope_defaults, grant=grant_for(ctx))
+    return decision.read_scope
 
 
 async def list_rule_resources(runtime: MemoirRuntime, ctx: Context) -> list[MCPResource]:
@@ -96,7 +99,7 @@ async def list_rule_resources(runtime: MemoirRuntime, ctx: Context) -> list[MCPR
         MCPResource(
             uri=rule_uri(r.rule_id),
             name=r.rule_id,
-            title=r.title or r.name,
+            title=redact_text(r.title or r.name),
             description=f"{r.directive_count} directives; layer {r.layer or '-'}",
             mime_type=_MARKDOWN,
         )
@@ -138,7 +141,7 @@ def register_resources(app: MCPServer, runtime: MemoirRuntime) -> None:
             stats = await memoir.stats()
         except MemoirError as error:
             raise ResourceError(f"{error.message} (hint: {error.hint})") from error
-        return json.dumps(stats, default=str, indent=2)
+        return redact_text(json.dumps(stats, default=str, indent=2))
 
     @app.resource(
         CATEGORIES_URI + "{?depth}",
@@ -154,7 +157,7 @@ def register_resources(app: MCPServer, runtime: MemoirRuntime) -> None:
             tree = await memoir.hierarchy.categories(scope=await _scope(runtime, ctx))
         except MemoirError as error:
             raise ResourceError(f"{error.message} (hint: {error.hint})") from error
-        return categories_markdown(tree, max_depth=max(0, depth))
+        return redact_text(categories_markdown(tree, max_depth=max(0, depth)))
 
     @app.resource(
         "memoir://rules/{rule_id}",
@@ -164,7 +167,7 @@ def register_resources(app: MCPServer, runtime: MemoirRuntime) -> None:
         mime_type=_MARKDOWN,
     )
     async def rule(rule_id: str, ctx: Context) -> str:
-        return rule_markdown(await _rule_detail(runtime, ctx, rule_id))
+        return redact_text(rule_markdown(await _rule_detail(runtime, ctx, rule_id)))
 
     @app.resource(
         "memoir://rules/{rule_id}/{directive_id}",
@@ -173,7 +176,9 @@ def register_resources(app: MCPServer, runtime: MemoirRuntime) -> None:
         mime_type=_MARKDOWN,
     )
     async def directive(rule_id: str, directive_id: str, ctx: Context) -> str:
-        return directive_markdown(await _rule_detail(runtime, ctx, rule_id), directive_id)
+        return redact_text(
+            directive_markdown(await _rule_detail(runtime, ctx, rule_id), directive_id)
+        )
 
 
 async def _rule_detail(runtime: MemoirRuntime, ctx: Context, rule_id: str) -> Any:

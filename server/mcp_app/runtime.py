@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from memory_core.errors import DatabaseUnavailableError, MemoirError
+from memory_core.errors import (
+    DatabaseCorruptError,
+    DatabaseUnavailableError,
+    MemoirError,
+)
+from memory_core.models import StoreHealth
 from server.mcp_app.limits import RateLimiter
 from server.mcp_app.scoping import ScopeDefaults
 
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
 
     from memory_core.config import Settings
 
-__all__ = ["MemoirRuntime"]
+__all__ = ["MemoirRuntime", "refuse_unwritable"]
 
 log = structlog.get_logger(__name__)
 
@@ -122,6 +127,17 @@ class MemoirRuntime:
         self._warming = True
         self._task_group.start_soon(self.open_in_background)
 
+    async def store_health(self, memoir: Any = None) -> StoreHealth:
+        """The open store's health (file still in place, last quick check), or ``unknown``
+        for a backend without these checks."""
+        memoir = memoir if memoir is not None else self._memoir
+        store = memoir.context.store if memoir is not None else None
+        check = getattr(store, "health", None)
+        if check is None:
+            return StoreHealth("unknown", "no health checks for this backend")
+        health: StoreHealth = await check()
+        return health
+
     def embedder_ready(self) -> bool:
         memoir = self._memoir
         return bool(memoir is not None and memoir.embedder.is_ready())
@@ -184,6 +200,22 @@ class MemoirRuntime:
                 await memoir.embedder.ensure_loaded()
             except MemoirError as error:  # the server is stopping; a failed load changes nothing
                 log.info("embedder did not load before shutdown", error=error.message)
+
+
+def refuse_unwritable(health: StoreHealth) -> None:
+    """Refuse a write tool before it starts when the store cannot keep what it writes.
+
+    Raises:
+        DatabaseUnavailableError: the file was deleted or replaced under the server.
+        DatabaseCorruptError: the store failed its integrity check.
+    """
+    if health.status in ("replaced", "read_only"):
+        raise DatabaseUnavailableError(health.detail, hint=health.hint)
+    if health.status == "corrupt":
+        raise DatabaseCorruptError(
+            f"refusing to write: the store failed its integrity check ({health.detail})",
+            hint=health.hint,
+        )
 
 
 def _redact(url: str) -> str:

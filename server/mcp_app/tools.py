@@ -24,8 +24,11 @@ from mcp_types import CallToolResult, ListRootsResult, ToolAnnotations
 from pydantic import Field
 
 from memory_core.errors import InvalidInputError, MemoirError
+from memory_core.input_limits import check_path_lengths, os_error_as_input_error
 from server.logging_setup import sanitize
 from server.mcp_app import engines, shaping
+from server.mcp_app.auth import grant_for
+from server.mcp_app.boundary import finish_result
 from server.mcp_app.calls import (
     RootsCache,
     client_key,
@@ -36,7 +39,7 @@ from server.mcp_app.calls import (
     scope_for,
 )
 from server.mcp_app.notify import announce_rules_changed
-from server.mcp_app.runtime import MemoirRuntime
+from server.mcp_app.runtime import MemoirRuntime, refuse_unwritable
 from server.mcp_app.schemas import (
     DetectContextOutput,
     IngestOutput,
@@ -45,6 +48,7 @@ from server.mcp_app.schemas import (
     UpsertOutput,
 )
 from server.mcp_app.scoping import ScopeDecision, require_write_scope
+from server.mcp_app.upsert_checks import raise_if_nothing_loaded, readable_base
 
 __all__ = ["DEFAULT_TOOLS", "EXTRA_TOOLS", "MEMORY_TOOLS", "register_tools"]
 
@@ -109,7 +113,7 @@ class ToolHost:
         cache = getattr(ctx.mcp_server, "roots_cache", None)
         if isinstance(cache, RootsCache):
             cache.remember(ctx, roots)
-        return scope_for(root_uris(roots), self.runtime.scope_defaults)
+        return scope_for(root_uris(roots), self.runtime.scope_defaults, grant=grant_for(ctx))
 
     async def run(
         self,
@@ -118,15 +122,19 @@ class ToolHost:
         body: Callable[[Any], Awaitable[CallToolResult]],
         *,
         writes: bool,
+        decision: ScopeDecision | None = None,
         on_timeout: Callable[[Any, float], Awaitable[CallToolResult]] | None = None,
         timeout: float | None = None,
     ) -> CallToolResult:
         started = time.perf_counter()
         timeout = timeout or self.runtime.settings.server.call_timeout_s
+        health = None
         try:
             async with self.runtime.call(tool, client_key(ctx)):
                 memoir = await self.runtime.memoir()
+                health = await self.runtime.store_health(memoir)
                 if writes:
+                    refuse_unwritable(health)
                     # Writes are never cut short: a cancelled write would leave the caller
                     # unsure whether it landed. They run to completion, then answer.
                     result = await body(memoir)
@@ -143,14 +151,18 @@ class ToolHost:
                             ) from None
                         result = await on_timeout(memoir, (time.perf_counter() - started) * 1000)
         except MemoirError as error:
-            return error_result(error, tool=tool)
+            return finish_result(error_result(error, tool=tool), decision, health)
+        except OSError as exc:  # a path the file system refused (name too long, …)
+            return finish_result(
+                error_result(os_error_as_input_error(exc), tool=tool), decision, health
+            )
         log.info(
             "tool call",
             tool=tool,
             took_ms=round((time.perf_counter() - started) * 1000, 1),
             is_error=bool(result.is_error),
         )
-        return result
+        return finish_result(result, decision, health)
 
 
 def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = False) -> None:
@@ -203,7 +215,9 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
             )
             return ok_result(out, shaping.directives_text(out))
 
-        return await host.run(ctx, "query_directives", body, writes=False, on_timeout=partial)
+        return await host.run(
+            ctx, "query_directives", body, writes=False, decision=decision, on_timeout=partial
+        )
 
     @app.tool(
         name="detect_context",
@@ -226,7 +240,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
             out = shaping.detect_output(detected)
             return ok_result(out, shaping.detect_text(out))
 
-        return await host.run(ctx, "detect_context", body, writes=False)
+        return await host.run(ctx, "detect_context", body, writes=False, decision=decision)
 
     @app.tool(
         name="upsert_markdown",
@@ -250,7 +264,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
 
         async def body(memoir: Any) -> CallToolResult:
             scope = require_write_scope(decision)
-            base = decision.root or Path.cwd()
+            check_path_lengths(paths, settings.limits.path_chars)
             if text is not None:
                 if len(paths) != 1:
                     raise InvalidInputError(
@@ -261,16 +275,18 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
                     text, path=paths[0], scope=scope, overwrite=overwrite
                 )
             else:
-                allowed = [str(base), *settings.rules.allowed_roots]
+                base = readable_base(decision)
+                allowed = [*(str(f) for f in decision.readable), *settings.rules.allowed_roots]
                 resolved = [str(_resolve_path(p, base)) for p in paths]
                 report = await memoir.rules.upsert_markdown(
                     resolved, scope=scope, overwrite=overwrite, allowed_roots=allowed
                 )
+            raise_if_nothing_loaded(report)
             out = shaping.upsert_output(report)
             await announce_rules_changed(ctx, [d.rule_id for d in report.documents if d.rule_id])
             return ok_result(out, shaping.upsert_text(out))
 
-        return await host.run(ctx, "upsert_markdown", body, writes=True)
+        return await host.run(ctx, "upsert_markdown", body, writes=True, decision=decision)
 
     @app.tool(name="ingest", title="Save knowledge", description=_INGEST_DOC, annotations=_INGEST)
     async def ingest(
@@ -298,7 +314,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
                 out = await engines.ingest_documents(memoir, text, scope=scope, source=source)
             return ok_result(out, shaping.ingest_text(out))
 
-        return await host.run(ctx, "ingest", body, writes=True)
+        return await host.run(ctx, "ingest", body, writes=True, decision=decision)
 
     @app.tool(name="query", title="Ask saved knowledge", description=_QUERY_DOC, annotations=_READ)
     async def query(
@@ -329,7 +345,9 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         # A query may wait on LLM calls (MCP sampling, a provider): allow at least one LLM
         # timeout on top of the call timeout.
         llm_bound = settings.server.call_timeout_s + settings.llm.timeout_s
-        return await host.run(ctx, "query", body, writes=False, timeout=llm_bound)
+        return await host.run(
+            ctx, "query", body, writes=False, decision=decision, timeout=llm_bound
+        )
 
     from server.mcp_app.memory_tools import register_memory_tools
 

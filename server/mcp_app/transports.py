@@ -23,6 +23,7 @@ from anyio import CancelScope
 
 from memory_core.errors import ConfigError
 from server.mcp_app.app import MemoirMCPServer
+from server.mcp_app.oversize import PREFIX_BYTES, stand_in_line
 from server.mcp_app.runtime import MemoirRuntime
 
 __all__ = ["DRAIN_S", "StdinLines", "Transport", "ensure_port_free", "serve"]
@@ -92,22 +93,33 @@ class StdinLines:
     feeding an asyncio queue lets a signal stop the server at once.
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, max_line_bytes: int = 4 * 1024 * 1024) -> None:
         self._fd = os.dup(fd)
+        self._max = max_line_bytes
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         threading.Thread(target=self._pump, args=(loop,), name="stdin", daemon=True).start()
 
     def _pump(self, loop: asyncio.AbstractEventLoop) -> None:
         pending = b""
+        oversized: bytes | None = None  # first bytes of a line over the limit, rest dropped
         try:
             while chunk := os.read(self._fd, 1 << 16):
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
+                if oversized is not None and lines:  # the oversized line ends here
+                    self._refuse(loop, oversized)
+                    oversized, lines = None, lines[1:]
                 for raw in lines:
+                    if len(raw) > self._max:
+                        self._refuse(loop, raw[:PREFIX_BYTES])
+                        continue
                     loop.call_soon_threadsafe(
                         self._queue.put_nowait, raw.decode("utf-8", "replace")
                     )
+                if len(pending) > self._max:  # never hold more than the limit in memory
+                    oversized = oversized or pending[:PREFIX_BYTES]
+                    pending = b""
             if pending:
                 loop.call_soon_threadsafe(
                     self._queue.put_nowait, pending.decode("utf-8", "replace")
@@ -115,6 +127,12 @@ class StdinLines:
             loop.call_soon_threadsafe(self._queue.put_nowait, None)
         except (RuntimeError, OSError):  # the loop closed first, or stdin went away
             return
+
+    def _refuse(self, loop: asyncio.AbstractEventLoop, prefix: bytes) -> None:
+        line = stand_in_line(prefix, self._max)
+        log.warning("oversized request refused", limit=self._max, answered=line is not None)
+        if line is not None:
+            loop.call_soon_threadsafe(self._queue.put_nowait, line)
 
     def __aiter__(self) -> StdinLines:
         return self
@@ -132,7 +150,7 @@ async def _serve_stdio(app: MemoirMCPServer, runtime: MemoirRuntime) -> None:
 
     lowlevel = app._lowlevel_server  # run_stdio_async takes no notification options
     options = lowlevel.create_initialization_options(NotificationOptions(resources_changed=True))
-    stdin: Any = StdinLines(sys.stdin.fileno())
+    stdin: Any = StdinLines(sys.stdin.fileno(), runtime.settings.limits.request_bytes)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, runtime, tg.cancel_scope)
         runtime.attach(tg)

@@ -27,7 +27,10 @@ ENTRY = "import sys; from server.cli.main import main; sys.argv[0] = 'memoir'; m
 
 def run_memoir(*args: str, cwd: Path, stdin: str | None = None, **env: str) -> Any:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
-    environment.update({"PYTHONPATH": str(ROOT), "HOME": str(cwd), **env})
+    # A home of its own beside the folder (a home folder is never a project, issue 14).
+    home = cwd.parent / f"{cwd.name}-home"
+    home.mkdir(exist_ok=True)
+    environment.update({"PYTHONPATH": str(ROOT), "HOME": str(home), **env})
     return subprocess.run(
         [sys.executable, "-c", ENTRY, *args],
         cwd=cwd,

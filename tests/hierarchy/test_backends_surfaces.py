@@ -41,6 +41,7 @@ async def mcp_server(backend: str, tmp_path: Path) -> AsyncIterator[tuple[Any, P
     pytest.importorskip("mcp")
     from server.mcp_app.app import build_server
     from server.mcp_app.runtime import MemoirRuntime
+    from server.mcp_app.scoping import ScopeDefaults
 
     project = tmp_path / "project"
     project.mkdir()
@@ -50,7 +51,10 @@ async def mcp_server(backend: str, tmp_path: Path) -> AsyncIterator[tuple[Any, P
         environ={},
     )
     runtime = MemoirRuntime(
-        settings, backend_url(backend, tmp_path), embedder=create_embedder("hash:384")
+        settings,
+        backend_url(backend, tmp_path),
+        embedder=create_embedder("hash:384"),
+        scope_defaults=ScopeDefaults(workspace=project),  # the server may serve this project
     )
     try:
         yield build_server(runtime), project

@@ -69,10 +69,12 @@ class ServerUnderTest:
     ):
         self.settings = make_settings(tmp_path, llm=llm, **server)
         self.db_url = f"sqlite:///{tmp_path / 'memoir.db'}"
+        # The server may read tmp_path (where the tests put their projects); clients' roots
+        # narrow it to one project.
         self.runtime = MemoirRuntime(
             self.settings,
             self.db_url,
-            scope_defaults=scope_defaults,
+            scope_defaults=scope_defaults or ScopeDefaults(workspace=tmp_path),
             embedder=create_embedder("hash:384"),
         )
         self.app: MemoirMCPServer = build_server(self.runtime)
@@ -105,9 +107,11 @@ def server_env(**extra: str) -> dict[str, str]:
 _ENTRY = "import sys; from server.cli.main import main; sys.argv[0] = 'memoir'; main()"
 
 
-def serve_command(db_url: str, *args: str) -> list[str]:
-    """The ``memoir --db URL serve ARGS`` command line, runnable without an installed script."""
-    return [sys.executable, "-c", _ENTRY, "--db", db_url, "serve", *args]
+def serve_command(db_url: str, *args: str, config: Path | None = None) -> list[str]:
+    """The ``memoir --db URL [--config FILE] serve ARGS`` command line, runnable without an
+    installed script."""
+    chosen = ["--config", str(config)] if config is not None else []
+    return [sys.executable, "-c", _ENTRY, "--db", db_url, *chosen, "serve", *args]
 
 
 _WAIT_S = 60
@@ -130,22 +134,37 @@ class RunningServer:
         return f"{self.base}/sse"
 
 
-def start_http_server(workdir: Path, transport: str) -> RunningServer:
-    """``memoir serve --transport http|sse`` on a free loopback port; returns once uvicorn
-    reports it is listening (bounded wait on its log line, no polling)."""
+def start_http_server(
+    workdir: Path,
+    transport: str,
+    *,
+    workspaces: tuple[Path, ...] | None = None,
+    host: str = "127.0.0.1",
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    config: Path | None = None,
+    wrapper: tuple[str, ...] = (),
+) -> RunningServer:
+    """``memoir serve --transport http|sse`` on a free port; returns once uvicorn reports it is
+    listening (bounded wait on its log line, no polling). The server may read ``workspaces``
+    (default: the folder holding ``workdir``, where pytest puts every test's projects)."""
+    folders = workspaces if workspaces is not None else (workdir.parent,)
     command = serve_command(
         f"sqlite:///{workdir / 'memoir.db'}",
         "--transport",
         transport,
         "--host",
-        "127.0.0.1",
+        host,
         "--port",
         "0",
         "--print-config",
+        *(arg for folder in folders for arg in ("--workspace", str(folder))),
+        *extra_args,
+        config=config,
     )
     process = subprocess.Popen(
-        command,
-        env=server_env(),
+        [*wrapper, *command],
+        env=server_env(**(env or {})),
         cwd=workdir,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,

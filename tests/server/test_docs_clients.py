@@ -29,10 +29,10 @@ def test_the_docs_show_the_snippets_the_code_produces() -> None:
     for snippet in (
         mcp_servers_json(stdio_entry()),
         mcp_servers_json(stdio_entry(workspace="/absolute/path/to/your/project")),
-        mcp_servers_json(http_entry(team_url)),
+        mcp_servers_json(http_entry(team_url, token_env="MEMOIR_TOKEN")),
         mcp_servers_json(http_entry(http_url("127.0.0.1", 8765, "sse"), transport="sse")),
         claude_code_command(),
-        claude_code_command(url=team_url),
+        claude_code_command(url=team_url, token_env="MEMOIR_TOKEN"),
     ):
         assert snippet in DOC, snippet
 

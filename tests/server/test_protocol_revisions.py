@@ -37,7 +37,7 @@ async def test_each_revision_gets_the_same_tools_in_the_same_order_and_works_off
     project = make_project(tmp_path / "proj")
     with anyio.fail_after(_WAIT_S):
         async with Client(
-            _params(tmp_path, "--extra-tools"),
+            _params(tmp_path, "--extra-tools", "--workspace", str(tmp_path)),
             mode=mode,
             list_roots_callback=roots_callback(project),
         ) as client:

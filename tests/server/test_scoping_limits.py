@@ -22,11 +22,13 @@ from server.mcp_app.scoping import (
 )
 
 
-def test_the_first_file_root_names_the_project_scope() -> None:
+def test_the_first_file_root_inside_the_workspace_names_the_project_scope() -> None:
     decision = decide_scope(
-        ["https://example.com/x", "file:///work/alpha", "file:///work/beta"], ScopeDefaults()
+        ["https://example.com/x", "file:///work/alpha", "file:///work/beta"],
+        ScopeDefaults(workspace=Path("/work")),
     )
     assert decision.scope == "project:/work/alpha" and decision.source == "roots"
+    assert decision.readable == (Path("/work/alpha"),)
 
 
 def test_an_explicit_scope_wins_over_roots_and_the_workspace() -> None:
@@ -37,6 +39,7 @@ def test_an_explicit_scope_wins_over_roots_and_the_workspace() -> None:
 def test_without_roots_the_workspace_then_the_git_root_is_used() -> None:
     assert decide_scope([], ScopeDefaults(workspace=Path("/w"))).source == "workspace"
     assert decide_scope(None, ScopeDefaults(cwd_root=Path("/g"))).scope == "project:/g"
+    assert decide_scope(None, ScopeDefaults(cwd_root=Path("/g"))).source == "cwd"
 
 
 def test_reads_without_a_scope_use_global_and_writes_are_refused() -> None:
@@ -60,8 +63,8 @@ def test_git_root_is_none_outside_a_repository(tmp_path: Path) -> None:
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40))
 def test_any_folder_name_round_trips_through_a_root_uri(name: str) -> None:
     folder = Path("/tmp") / name.replace("/", "_").replace("\x00", "_")
-    decision = decide_scope([folder.as_uri()], ScopeDefaults())
-    assert decision.root == folder
+    decision = decide_scope([folder.as_uri()], ScopeDefaults(workspace=Path("/tmp")))
+    assert decision.root == folder.resolve()
 
 
 class Clock:

@@ -34,7 +34,9 @@ async def test_a_stdio_client_lists_and_calls_every_tool(tmp_path: Path) -> None
     project = make_project(tmp_path / "proj")
     with anyio.fail_after(_WAIT_S):
         async with Client(
-            _params(tmp_path), mode="legacy", list_roots_callback=roots_callback(project)
+            _params(tmp_path, "--workspace", str(tmp_path)),
+            mode="legacy",
+            list_roots_callback=roots_callback(project),
         ) as client:
             tools = await client.list_tools()
             results = {
@@ -62,7 +64,9 @@ async def test_the_modern_protocol_gets_roots_through_input_required(tmp_path: P
     alpha = make_project(tmp_path / "alpha", rules=("api-design.md",))
     with anyio.fail_after(_WAIT_S):
         async with Client(
-            _params(tmp_path), mode="auto", list_roots_callback=roots_callback(alpha)
+            _params(tmp_path, "--workspace", str(tmp_path)),
+            mode="auto",
+            list_roots_callback=roots_callback(alpha),
         ) as client:
             upsert = await client.call_tool("upsert_markdown", {"paths": ["rules"]})
             query = await client.call_tool("query_directives", {"task": "version a REST API"})

@@ -14,6 +14,7 @@ from mcp_testkit import ServerUnderTest, make_project
 from mcp_types import INVALID_PARAMS, ListRootsResult, Root
 
 from memory_core.errors import EmptyKnowledgeGraphError
+from server.mcp_app.scoping import ScopeDefaults
 from server.mcp_app.tools import DEFAULT_TOOLS
 
 pytestmark = [
@@ -141,8 +142,10 @@ async def test_a_path_outside_the_project_is_refused(sut: ServerUnderTest, tmp_p
     outside.write_text((project / "rules" / "api-design.md").read_text())
     async with sut.client(project) as client:
         result = await client.call_tool("upsert_markdown", {"paths": ["../elsewhere.md"]})
-    assert result.structured_content["directives_added"] == 0
-    assert result.structured_content["documents"][0]["status"] == "failed"
+    # Every path refused: an error the model reads, never a success with zero counts.
+    assert result.is_error
+    assert "no rule document was loaded" in result.content[0].text
+    assert "outside the allowed roots" in result.content[0].text
 
 
 async def test_upsert_accepts_document_text_for_servers_that_cannot_read_the_clients_files(
@@ -176,11 +179,16 @@ async def test_two_projects_on_one_store_never_see_each_others_rules(
     assert not [r for r in resources.resources if str(r.uri).startswith("memoir://rules/")]
 
 
-async def test_writes_without_any_scope_are_refused(sut: ServerUnderTest, tmp_path: Path) -> None:
-    # No roots, no workspace, no git root: the server must not guess.
-    async with sut.client() as client:
-        result = await client.call_tool("ingest", {"text": "a fact worth keeping"})
+async def test_writes_without_any_scope_are_refused(tmp_path: Path) -> None:
+    # No workspace, no git root, and roots that cannot widen anything: the server must not guess.
+    sut = ServerUnderTest(tmp_path, scope_defaults=ScopeDefaults())
+    try:
+        async with sut.client(tmp_path) as client:
+            result = await client.call_tool("ingest", {"text": "a fact worth keeping"})
+    finally:
+        await sut.close()
     assert result.is_error
+    assert result.meta["io.memoir/scope"] is None
     assert "no project scope" in result.content[0].text
     assert "--workspace" in result.content[0].text
 

@@ -7,6 +7,10 @@ and a cancelled coroutine can never leave a transaction half-open.
 
 Two connections per store: a writer (serialised by a lock) and a reader, so searches are never
 queued behind an ingest in the same process; WAL lets them run side by side.
+
+A write is only acknowledged into a store that can keep it (see ``integrity``: the file still
+the one opened, writable, and not failing its quick check), and deleting is verifiable (see
+``privacy``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,7 +35,20 @@ from memory_core.errors import (
     MemoirError,
     StorageError,
 )
+from memory_core.models import StoreHealth
+from memory_core.redaction import redact_text
+from memory_core.storage.sqlite import privacy
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension, select_driver
+from memory_core.storage.sqlite.driver_errors import (
+    is_driver_error,
+    recovery_hint,
+    translate_error,
+)
+from memory_core.storage.sqlite.integrity import (
+    OPEN_CHECK_BUDGET_S,
+    PERIODIC_CHECK_BUDGET_S,
+    StoreWatch,
+)
 from memory_core.storage.sqlite.migrate import apply_pending
 from memory_core.storage.url import DatabaseURL
 
@@ -39,40 +57,8 @@ __all__ = ["SqliteDatabase", "recovery_hint"]
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
-_CORRUPT_MARKERS = ("file is not a database", "malformed", "database disk image", "corrupt")
-_LOCKED_MARKERS = ("database is locked", "database table is locked", "busy")
-
-
-def recovery_hint(path: Path | None) -> str:
-    """What to do with a corrupt file: keep a copy, salvage what can be read, start again."""
-    name = str(path) if path else "the database file"
-    return (
-        f"keep a copy of {name}; salvage rows with `sqlite3 {name} .recover | sqlite3 recovered.db`; "
-        f"or move it aside and re-create the store with `memoir init` and re-ingest "
-        f"(or `memoir import` a JSONL export)"
-    )
-
-
-def translate_error(exc: BaseException, path: Path | None) -> MemoirError:
-    """Turn a driver exception into an error from memoir's tree, naming the file and the fix."""
-    text = str(exc).lower()
-    where = str(path) if path else ":memory:"
-    if any(marker in text for marker in _CORRUPT_MARKERS):
-        return DatabaseCorruptError(
-            f"the database {where} is corrupt or not a memoir database: {exc}",
-            hint=recovery_hint(path),
-        )
-    if any(marker in text for marker in _LOCKED_MARKERS):
-        return DatabaseLockedError(
-            f"the database {where} stayed locked by another process: {exc}",
-            hint="wait for the other memoir process to finish, or raise storage.busy_timeout_ms",
-        )
-    if "unable to open" in text or "readonly" in text or "read-only" in text:
-        return DatabaseUnavailableError(
-            f"cannot open the database {where} for writing: {exc}",
-            hint="check that the folder exists and is writable by this user",
-        )
-    return StorageError(f"database error on {where}: {exc}", hint="run `memoir doctor` for details")
+# Old runs are pruned at most this often (and on open).
+_PRUNE_EVERY_S = 3600.0
 
 
 def _create_private_file(path: Path) -> None:
@@ -106,6 +92,9 @@ class SqliteDatabase:
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = anyio.Lock()
         self.migrations_applied: list[str] = []
+        self._forget_marks = privacy.ForgetMarks()
+        self._watch = StoreWatch(self.path, self.settings, self.driver)
+        self._pruned_mono: float | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -126,6 +115,9 @@ class SqliteDatabase:
                     raise StorageError(f"could not switch {self.path} to WAL (mode is {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            if self.settings.secure_delete:
+                conn.execute("PRAGMA secure_delete = ON")
+            privacy.create_forget_marks(conn, self._forget_marks)
         except BaseException:
             conn.close()
             raise
@@ -173,16 +165,52 @@ class SqliteDatabase:
         try:
             # An in-memory database is private to its connection, so it gets no second one.
             self._reader = await self._open_connection() if self.path else self._writer
+            self._watch.remember_file()
+            await self.check_integrity(OPEN_CHECK_BUDGET_S)
             if migrate:
-                self.migrations_applied = await self.write(self._migrate)
+                self.migrations_applied = await self._write(self._migrate)
                 if self.migrations_applied:
                     log.info(
                         "schema migrated", path=str(self.path), applied=self.migrations_applied
                     )
+                await self._run(self._require(self._writer), self._install_policies)
+                if self.settings.secure_delete:
+                    await self._write(lambda conn: privacy.enable_fts_secure_delete(conn))
+                await self._prune_runs()
         except BaseException:
             await self.close()  # never leave a connection thread behind a failed open
             raise
         return self
+
+    def _install_policies(self, conn: Any) -> None:
+        privacy.install_forget_tracking(conn)
+        keep_text = self.settings.run_log_text != "none"
+        privacy.install_run_policy(conn, privacy.run_payload_policy(keep_text, redact_text))
+
+    async def _prune_runs(self) -> None:
+        days = self.settings.run_retention_days
+        self._pruned_mono = time.monotonic()
+        if days is None:
+            return
+        pruned = await self._write(lambda conn: privacy.prune_runs(conn, days))
+        if pruned:
+            log.info("old runs deleted", count=pruned, retention_days=days)
+
+    # -- health (see ``integrity``) -----------------------------------------------------
+
+    def file_problem(self) -> MemoirError | None:
+        """Why writes would be lost: the path no longer names the file that is open."""
+        return self._watch.file_problem()
+
+    async def check_integrity(self, budget_s: float = PERIODIC_CHECK_BUDGET_S) -> StoreHealth:
+        """Run the quick integrity check now (at most ``budget_s`` seconds)."""
+        if self._reader is None:
+            return self._watch.integrity
+        return await self._watch.check(budget_s)
+
+    async def health(self) -> StoreHealth:
+        """The file and integrity status (the integrity check runs again when it is due)."""
+        return await self._watch.health(check=self.is_open)
 
     def _migrate(self, conn: Any) -> list[str]:
         return apply_pending(conn, self.driver.module.complete_statement)
@@ -219,31 +247,53 @@ class SqliteDatabase:
         except MemoirError:
             raise
         except Exception as exc:
-            if _is_driver_error(exc):
-                raise translate_error(exc, self.path) from exc
+            if is_driver_error(exc):
+                error = translate_error(exc, self.path)
+                if isinstance(error, DatabaseCorruptError):
+                    self._watch.mark_corrupt(str(exc))
+                raise error from exc
             raise
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` inside ``BEGIN IMMEDIATE … COMMIT`` on the writer.
 
         Another process holding the lock is waited for (busy timeout), then retried with
-        jittered exponential backoff.
+        jittered exponential backoff. When the transaction deleted content, the WAL is
+        checkpointed and emptied (see ``privacy``).
 
         Raises:
             DatabaseLockedError: the lock was not obtained after every retry.
+            DatabaseUnavailableError: the file was deleted or replaced under the open store.
+            DatabaseCorruptError: the store failed its integrity check.
         """
+        await self._watch.refuse_unsafe_write()
+        if self._pruned_mono is not None and time.monotonic() - self._pruned_mono >= _PRUNE_EVERY_S:
+            await self._prune_runs()
+        return await self._write(fn, *args)
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         conn = self._require(self._writer)
         attempts = self.settings.write_retries + 1
         async with self._write_lock:
             for attempt in range(attempts):
                 try:
-                    return await self._run(conn, _in_transaction, fn, args)
+                    result, scrubbed = await self._run(
+                        conn, _write_and_scrub, fn, args, self._forget_marks
+                    )
+                    if scrubbed is not None and scrubbed[0]:
+                        log.info(
+                            "WAL not emptied after a delete: another process is reading",
+                            path=str(self.path),
+                        )
+                    return result  # type: ignore[no-any-return]
                 except MemoirError:
                     raise
                 except Exception as exc:
-                    if not _is_driver_error(exc):
+                    if not is_driver_error(exc):
                         raise
                     error = translate_error(exc, self.path)
+                    if isinstance(error, DatabaseCorruptError):
+                        self._watch.mark_corrupt(str(exc))
                     if isinstance(error, DatabaseLockedError) and attempt + 1 < attempts:
                         delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
                         log.warning("database locked, retrying", attempt=attempt + 1, delay=delay)
@@ -253,9 +303,17 @@ class SqliteDatabase:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _is_driver_error(exc: BaseException) -> bool:
-    # Every DB-API driver names its base class "Error"; checking by MRO name covers all three.
-    return any(cls.__name__ in ("Error", "DatabaseError") for cls in type(exc).__mro__)
+def _write_and_scrub(
+    conn: Any, fn: Callable[..., T], args: tuple[Any, ...], marks: privacy.ForgetMarks
+) -> tuple[T, tuple[int, int] | None]:
+    result = _in_transaction(conn, fn, args)
+    try:
+        scrubbed = privacy.scrub_if_needed(conn, marks)
+    except Exception as exc:  # committed already; the WAL is emptied after the next delete
+        if not is_driver_error(exc):
+            raise
+        scrubbed = (1, -1)
+    return result, scrubbed
 
 
 def _in_transaction(conn: Any, fn: Callable[..., T], args: tuple[Any, ...]) -> T:

@@ -6,18 +6,21 @@ corrupt, foreign or half-written file yields findings with fixes instead of a tr
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.request import pathname2url
 
 from memory_core.models import DoctorFinding, StoreStats
 from memory_core.storage.sqlite.driver import SqliteDriver, load_vec_extension
+from memory_core.storage.sqlite.driver_errors import recovery_hint
 from memory_core.storage.sqlite.items import VEC_TABLE, vector_table_dimension
 from memory_core.storage.sqlite.meta import EMBEDDER_ID_KEY, EMBEDDING_DIM_KEY, get_meta
 from memory_core.storage.sqlite.migrate import available_migrations
 
-__all__ = ["collect_stats", "diagnose_file", "index_consistency"]
+__all__ = ["collect_stats", "diagnose_file", "index_consistency", "read_only_reason"]
 
 _COUNTED_TABLES = (
     "resource",
@@ -95,6 +98,21 @@ def index_consistency(conn: Any) -> dict[str, int]:
     return {k: int(v) for k, v in result.items()}
 
 
+def read_only_reason(path: Path) -> str | None:
+    """Why memoir could not write ``path`` (None when it can): a read-only file system, or no
+    write permission on the file or on its folder."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except OSError:
+        return None
+    if not os.access(path, os.W_OK):
+        return "no write permission on the file"
+    if not os.access(path.parent, os.W_OK):
+        return "no write permission on its folder"
+    return None
+
+
 def _permissions(path: Path) -> DoctorFinding:
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
@@ -119,8 +137,6 @@ def diagnose_file(
     ``extra_checks`` are feature checks (documents, rules…) run on the same connection once the
     file is known to be a healthy memoir store.
     """
-    from memory_core.storage.sqlite.database import recovery_hint
-
     findings: list[DoctorFinding] = []
     if path is None:
         return [DoctorFinding("file", "ok", "in-memory database")]
@@ -134,8 +150,28 @@ def diagnose_file(
             )
         ]
     findings.append(_permissions(path))
+    read_only = read_only_reason(path)
+    if read_only is not None:
+        findings.append(
+            DoctorFinding(
+                "writable",
+                "error",
+                f"{path} is read-only ({read_only}): memoir can read it but every write fails",
+                fix="remount the file system read-write, or give this user write permission on "
+                f"{path} and its folder (WAL needs to create files beside it)",
+            )
+        )
     try:
-        conn = driver.connect(str(path), isolation_level=None, check_same_thread=False, timeout=5)
+        # A read-only store is checked through an immutable read-only connection: opening it
+        # normally fails (no -shm can be created), which is not corruption.
+        target, uri = (
+            (f"file:{pathname2url(str(path))}?immutable=1", True)
+            if read_only is not None
+            else (str(path), False)
+        )
+        conn = driver.connect(
+            target, uri=uri, isolation_level=None, check_same_thread=False, timeout=5
+        )
     except Exception as exc:
         return [
             *findings,
@@ -183,7 +219,8 @@ def diagnose_file(
             )
             return findings
         findings.append(DoctorFinding("integrity", "ok", "PRAGMA integrity_check: ok"))
-        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+        # An immutable connection reports "delete" whatever the file uses: not checked then.
+        mode = "wal" if read_only else str(conn.execute("PRAGMA journal_mode").fetchone()[0])
         findings.append(
             DoctorFinding("journal_mode", "ok", "WAL")
             if mode.lower() == "wal"

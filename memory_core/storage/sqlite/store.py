@@ -13,7 +13,7 @@ import structlog
 from memory_core.config import SearchSettings, StorageSettings
 from memory_core.filters import Filter
 from memory_core.kinds import ItemKind
-from memory_core.models import DoctorFinding, StoreStats
+from memory_core.models import DoctorFinding, StoreHealth, StoreStats
 from memory_core.scope import DEFAULT_SCOPE_SCHEMA, Scope, ScopeSchema
 from memory_core.storage.ports import ALL_CAPABILITIES, BackendName, Capability, Tx, VectorHits
 from memory_core.storage.sqlite import items as item_sql
@@ -115,6 +115,10 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self.db.close()
+
+    async def health(self) -> StoreHealth:
+        """Is the open file still the store's, and did its last quick check pass."""
+        return await self.db.health()
         if self._cache is not None:
             self._cache.drop()
 
