@@ -1,0 +1,103 @@
+"""The pipeline contract shared by steps, pipelines and runners (seed 004 §8.2 and §9).
+
+A pipeline is an ordered tuple of `StepSpec`s; a step's code is looked up by its `impl` name in
+one registry, so a pipeline revision is plain data (JSON) that can be stored, diffed and rolled
+back. Pipeline state is a dict of JSON-serialisable values, so every runner (sync, Burr,
+Temporal) can persist it between steps. A runner only decides *how* steps run (retries,
+timeouts, persistence); *what* a step does is `execute_step`, handed to it by the service.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Capability = Literal["llm", "vector", "db_write"]
+PipelineName = Literal["memorize", "retrieve", "evolve"]
+State = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One step as data: what it needs, what it makes, what it may touch, how it is configured."""
+
+    step_id: str
+    impl: str
+    role: str
+    requires: frozenset[str] = frozenset()
+    produces: frozenset[str] = frozenset()
+    capabilities: frozenset[Capability] = frozenset()
+    config: Mapping[str, Any] = field(default_factory=dict)
+    enabled: bool = True
+    retries: int = 0
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: PipelineName
+    steps: tuple[StepSpec, ...]
+
+    def enabled_steps(self) -> tuple[StepSpec, ...]:
+        return tuple(step for step in self.steps if step.enabled)
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    step_id: str
+    ms: float
+    attempts: int = 1
+    error: str | None = None
+
+
+@dataclass
+class RunOutcome:
+    state: State
+    timings: list[StepTiming]
+    status: Literal["ok", "failed"] = "ok"
+    error: str | None = None
+
+
+ExecuteStep = Callable[[StepSpec, State], Mapping[str, Any]]
+"""Runs one step's code on a state and returns the keys it produced (merged into the state)."""
+
+
+class Runner(Protocol):
+    name: str
+
+    def run(self, pipeline: Pipeline, state: State, execute_step: ExecuteStep) -> RunOutcome: ...
+
+
+class SyncRunner:
+    """The default runner: steps run one after another in this process; a failure stops the run."""
+
+    name = "sync"
+
+    def run(self, pipeline: Pipeline, state: State, execute_step: ExecuteStep) -> RunOutcome:
+        state = dict(state)
+        timings: list[StepTiming] = []
+        for step in pipeline.enabled_steps():
+            attempts = 0
+            while True:
+                attempts += 1
+                started = time.perf_counter()
+                try:
+                    produced = execute_step(step, state)
+                except Exception as exc:  # the run record names the cause
+                    if attempts <= step.retries:
+                        continue
+                    ms = (time.perf_counter() - started) * 1000
+                    timings.append(
+                        StepTiming(step.step_id, ms, attempts, f"{type(exc).__name__}: {exc}")
+                    )
+                    return RunOutcome(
+                        state, timings, "failed", f"step {step.step_id!r} failed: {exc}"
+                    )
+                break
+            timings.append(
+                StepTiming(step.step_id, (time.perf_counter() - started) * 1000, attempts)
+            )
+            state.update(produced)
+        return RunOutcome(state, timings)
