@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from memory_core.scope import resolve_scope
 from server.cli.inputs import read_stdin_text
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, fail, print_table
+
+if TYPE_CHECKING:
+    from memory_core.service import Memoir
 
 __all__ = ["register"]
 
@@ -93,11 +96,12 @@ def register(cli: click.Group) -> None:
             except MemoirError as error:
                 fail(error, as_json=as_json)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             if body is not None:
                 return await memoir.hierarchy.ingest_text(
                     body, scope=target, source=origin, category=category
                 )
+            assert source is not None  # exactly one of FILE, - or --text (checked above)
             return await memoir.hierarchy.ingest_file(source, scope=target, category=category)
 
         result = state.run(run, as_json=as_json)
@@ -140,7 +144,7 @@ def register(cli: click.Group) -> None:
         """Answer QUESTION by walking the category tree; cites the chunks it used."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             return await memoir.hierarchy.query(
                 question,
                 scope=target,
@@ -185,7 +189,7 @@ def register(cli: click.Group) -> None:
         """List the category hierarchy (nested nodes with name, level and children)."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             if recluster:
                 return await memoir.hierarchy.recluster(scope=target)
             return await memoir.hierarchy.categories(scope=target)
@@ -231,7 +235,7 @@ def register(cli: click.Group) -> None:
         """Recorded query and ingest runs: strategy, paths, budget, tokens, latency."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             return await memoir.hierarchy.runs(scope=target, limit=limit, kind=kind)
 
         records = state.run(run, as_json=as_json)
