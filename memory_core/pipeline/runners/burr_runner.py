@@ -1,0 +1,188 @@
+"""The Burr runner: each enabled step is a Burr action, and the state after every step is saved
+by Burr's SQLite persister, so a run can be inspected, and a failed one resumed, by its app id.
+
+Burr has no retries of its own: an action retries its step as the `StepSpec` says (like the sync
+runner). A step that still fails is saved by Burr with status "failed" and the state from before
+it, which is where `resume` starts again. Timeouts are not enforced here (see `TemporalRunner`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from burr.core import Application, ApplicationBuilder, default
+from burr.core import State as BurrState
+from burr.core.action import SingleStepAction
+from burr.core.persistence import SQLitePersister
+
+from memory_core.errors import NotFoundError
+from memory_core.pipeline.contract import ExecuteStep, Pipeline, RunOutcome, State, StepSpec
+from memory_core.pipeline.runners._attempts import StepRecord, attempt, outcome
+
+__all__ = ["BurrRunner", "PersistedRun"]
+
+STATE_FILE_NAME = "burr_state.db"
+"""The persister's file when the runner is given a folder (the store's)."""
+
+
+@dataclass(frozen=True)
+class PersistedRun:
+    """The last state Burr saved for a run: after `position`, or before it if it failed."""
+
+    app_id: str
+    pipeline: str
+    position: str
+    status: str
+    sequence_id: int
+    state: State
+
+
+class _StepAction(SingleStepAction):
+    """One pipeline step as a Burr action, retried in place as its spec says."""
+
+    def __init__(self, step: StepSpec, execute_step: ExecuteStep, record: StepRecord) -> None:
+        super().__init__()
+        self._step = step
+        self._execute_step = execute_step
+        self._record = record
+        self._written: list[str] | None = None
+
+    @property
+    def reads(self) -> list[str]:
+        return sorted(self._step.requires)
+
+    @property
+    def writes(self) -> list[str]:
+        # Burr checks that an action wrote every key it declares; `produces` is a promise the
+        # sync runner does not check, so once the step has run, its actual keys are declared.
+        return self._written if self._written is not None else sorted(self._step.produces)
+
+    def run_and_update(
+        self, state: BurrState, **run_kwargs: Any
+    ) -> tuple[dict[str, Any], BurrState]:
+        plain = _pipeline_state(state)
+        while True:
+            try:
+                produced: Mapping[str, Any] = attempt(
+                    self._step, plain, self._execute_step, self._record
+                )
+            except Exception:
+                if self._record.attempts <= self._step.retries:
+                    continue
+                raise
+            break
+        self._written = sorted(produced)
+        return dict(produced), state.update(**produced)
+
+
+def _pipeline_state(state: BurrState) -> State:
+    """The pipeline's keys of a Burr state (Burr keeps its own under a `__` prefix)."""
+    return {key: value for key, value in state.get_all().items() if not key.startswith("__")}
+
+
+class BurrRunner:
+    """Runs a pipeline as a Burr application whose state is persisted to SQLite after each step.
+
+    Args:
+        state_path: the SQLite file Burr saves state to, or a folder (the store's) in which
+            `burr_state.db` is used. The folder is created if missing.
+    """
+
+    name = "burr"
+
+    def __init__(self, state_path: str | Path) -> None:
+        path = Path(state_path)
+        if path.is_dir() or not path.suffix:
+            path = path / STATE_FILE_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.state_path = path
+
+    def run(self, pipeline: Pipeline, state: State, execute_step: ExecuteStep) -> RunOutcome:
+        """Runs every enabled step in order under a new Burr app id (the outcome's `run_id`)."""
+        return self._run(pipeline, dict(state), execute_step, uuid.uuid4().hex)
+
+    def resume(self, pipeline: Pipeline, app_id: str, execute_step: ExecuteStep) -> RunOutcome:
+        """Continues a saved run: from the step that failed, or after the last one completed.
+
+        Raises:
+            NotFoundError: no state was saved for `app_id` under this pipeline.
+        """
+        saved = self.persisted(pipeline.name, app_id)
+        if saved is None:
+            raise NotFoundError(
+                f"no Burr run {app_id!r} of pipeline {pipeline.name!r} in {self.state_path}",
+                hint="use the run_id of a RunOutcome from this runner (BurrRunner.app_ids lists them)",
+            )
+        return self._run(pipeline, saved.state, execute_step, app_id)
+
+    def persisted(self, pipeline_name: str, app_id: str) -> PersistedRun | None:
+        """The last state saved for a run, or None if there is none."""
+        with self._persister() as persister:
+            loaded = persister.load(pipeline_name, app_id)
+        if loaded is None:
+            return None
+        return PersistedRun(
+            app_id=app_id,
+            pipeline=pipeline_name,
+            position=loaded["position"],
+            status=loaded["status"],
+            sequence_id=loaded["sequence_id"],
+            state=_pipeline_state(loaded["state"]),
+        )
+
+    def app_ids(self, pipeline_name: str) -> list[str]:
+        """The app ids of this pipeline's saved runs, newest first."""
+        with self._persister() as persister:
+            return persister.list_app_ids(pipeline_name)
+
+    def _persister(self) -> SQLitePersister:
+        # The connection may be closed (and garbage-collected) on another thread than its own.
+        persister = SQLitePersister.from_values(
+            str(self.state_path), connect_kwargs={"check_same_thread": False}
+        )
+        persister.initialize()
+        return persister
+
+    def _run(
+        self, pipeline: Pipeline, state: State, execute_step: ExecuteStep, app_id: str
+    ) -> RunOutcome:
+        steps = pipeline.enabled_steps()
+        if not steps:
+            return outcome(state, [], run_id=app_id)
+        records = {step.step_id: StepRecord(step.step_id) for step in steps}
+        actions = {
+            step.step_id: _StepAction(step, execute_step, records[step.step_id]) for step in steps
+        }
+        last = steps[-1].step_id
+        with self._persister() as persister:
+            saved = persister.load(pipeline.name, app_id)
+            if saved is not None and saved["status"] == "completed" and saved["position"] == last:
+                return outcome(_pipeline_state(saved["state"]), [], run_id=app_id)
+            app: Application[Any] = (
+                ApplicationBuilder()
+                .with_actions(**actions)
+                .with_transitions(
+                    *((a.step_id, b.step_id, default) for a, b in itertools.pairwise(steps))
+                )
+                .with_identifiers(app_id=app_id, partition_key=pipeline.name)
+                .initialize_from(
+                    persister,
+                    resume_at_next_action=True,
+                    default_state=state,
+                    default_entrypoint=steps[0].step_id,
+                )
+                .with_state_persister(persister)
+                .build()
+            )
+            ordered = [records[step.step_id] for step in steps]
+            try:
+                _, _, final = app.run(halt_after=[last])
+            except Exception:  # the step's cause is on its record; Burr saved it as "failed"
+                failed = next(r for r in ordered if r.cause is not None)
+                return outcome(_pipeline_state(app.state), ordered, failed=failed, run_id=app_id)
+        return outcome(_pipeline_state(final), ordered, run_id=app_id)
