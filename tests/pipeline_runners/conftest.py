@@ -27,3 +27,12 @@ def temporal_runner(temporal_address: str) -> Iterator[TemporalRunner]:
     # Short retry waits: the suite checks that retries happen, not Temporal's backoff.
     with TemporalRunner(address=temporal_address, retry_initial_interval_s=0.01) as runner:
         yield runner
+
+
+@pytest.fixture(scope="session")
+def temporal_local_runner(temporal_address: str) -> Iterator[TemporalRunner]:
+    """Steps as local activities (run by the worker, recorded in the workflow's history)."""
+    with TemporalRunner(
+        address=temporal_address, retry_initial_interval_s=0.01, local_activities=True
+    ) as runner:
+        yield runner

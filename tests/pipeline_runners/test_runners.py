@@ -21,7 +21,7 @@ from memory_core.pipeline.contract import Pipeline, Runner, SyncRunner
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 
-RUNNERS = ["sync", "burr", "temporal"]
+RUNNERS = ["sync", "burr", "temporal", "temporal_local"]
 
 
 @pytest.fixture(params=RUNNERS)
@@ -31,7 +31,7 @@ def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runner]:
     elif request.param == "burr":
         yield BurrRunner(tmp_path / "burr")
     else:
-        yield request.getfixturevalue("temporal_runner")
+        yield request.getfixturevalue(f"{request.param}_runner")
 
 
 def test_every_runner_reaches_the_same_final_state(runner: Runner) -> None:
@@ -142,7 +142,13 @@ def test_a_pipeline_with_no_enabled_step_returns_its_input(runner: Runner) -> No
 # Temporal only: timeouts, and where the runner can be called from
 
 
-def test_temporal_fails_a_step_that_exceeds_its_timeout(temporal_runner: TemporalRunner) -> None:
+@pytest.mark.parametrize("activities", ["remote", "local"])
+def test_temporal_fails_a_step_that_exceeds_its_timeout(
+    request: pytest.FixtureRequest, activities: str
+) -> None:
+    temporal_runner: TemporalRunner = request.getfixturevalue(
+        "temporal_runner" if activities == "remote" else "temporal_local_runner"
+    )
     pipeline = Pipeline(
         "memorize",
         (

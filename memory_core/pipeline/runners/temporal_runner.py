@@ -107,6 +107,7 @@ class TemporalRunner:
         retry_initial_interval_s: float = 1.0,
         max_concurrent_activities: int = 4,
         sandboxed: bool = True,
+        local_activities: bool = False,
     ) -> None:
         if (address is None) == (not dev_server):
             raise ConfigError(
@@ -124,6 +125,7 @@ class TemporalRunner:
         self.retry_initial_interval_s = retry_initial_interval_s
         self.max_concurrent_activities = max_concurrent_activities
         self.sandboxed = sandboxed
+        self.local_activities = local_activities
         self._runs: dict[str, _Run] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -201,6 +203,7 @@ class TemporalRunner:
             ],
             state=dict(state),
             retry_initial_interval_s=self.retry_initial_interval_s,
+            local_activities=self.local_activities,
         )
         try:
             result: PipelineRunResult = self._call(

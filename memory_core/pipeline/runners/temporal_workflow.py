@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError
 
 WORKFLOW_NAME = "memoir.pipeline"
 RUN_STEP_ACTIVITY = "memoir.run_step"
@@ -33,6 +33,7 @@ class PipelineRunInput:
     steps: list[StepCall]
     state: dict[str, Any]
     retry_initial_interval_s: float = 1.0
+    local_activities: bool = False
 
 
 @dataclass
@@ -52,8 +53,13 @@ class PipelineWorkflow:
         state = dict(run.state)
         completed: list[str] = []
         for call in run.steps:
+            execute = (
+                workflow.execute_local_activity
+                if run.local_activities
+                else workflow.execute_activity
+            )
             try:
-                produced = await workflow.execute_activity(
+                produced = await execute(
                     RUN_STEP_ACTIVITY,
                     args=[run.run_id, call.index, state],
                     start_to_close_timeout=timedelta(seconds=call.timeout_s),
@@ -63,7 +69,7 @@ class PipelineWorkflow:
                     ),
                     result_type=dict,
                 )
-            except ActivityError as exc:
+            except FailureError as exc:  # ActivityError; a local activity's arrives unwrapped
                 return _failed(state, call, exc, completed)
             state.update(produced)
             completed.append(call.step_id)
@@ -71,9 +77,9 @@ class PipelineWorkflow:
 
 
 def _failed(
-    state: dict[str, Any], call: StepCall, exc: ActivityError, completed: list[str]
+    state: dict[str, Any], call: StepCall, exc: FailureError, completed: list[str]
 ) -> PipelineRunResult:
-    cause = exc.cause
+    cause = exc.cause if isinstance(exc, ActivityError) else exc
     if isinstance(cause, TimeoutError):
         return PipelineRunResult(
             state,
