@@ -14,7 +14,9 @@ import socket
 import subprocess
 import tempfile
 import time
+import weakref
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import Runtime
@@ -58,6 +60,15 @@ def _free_port() -> int:
         return port
 
 
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class TemporalDevServer:
     """A `temporal server start-dev` child process; `address` is where it listens.
 
@@ -83,6 +94,7 @@ class TemporalDevServer:
         )
         self.address = ""
         self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     async def start(
         self, runtime: Runtime | None = None, timeout_s: float = STARTUP_TIMEOUT_S
@@ -114,6 +126,8 @@ class TemporalDevServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        # A server nobody stopped must not outlive this process.
+        self._finalizer = weakref.finalize(self, _terminate, self._process)
         deadline = time.monotonic() + timeout_s
         while True:
             if self._process.poll() is not None:
@@ -138,10 +152,7 @@ class TemporalDevServer:
         """Stops the server (SIGTERM, then SIGKILL after 10 s)."""
         if self._process is None:
             return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        _terminate(self._process)
         self._process = None
