@@ -316,7 +316,9 @@ def _categorise(
 
 def categorize_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
     new = state["item_plan"]["new"]
-    vectors = np.asarray([n["embedding"] for n in new], dtype=np.float32).reshape(len(new), -1)
+    if not new:
+        return {"assignments": {}}
+    vectors = np.asarray([n["embedding"] for n in new], dtype=np.float32)
     keys = _categorise(ctx, llm, [n["text"] for n in new], vectors)
     return {"assignments": {n["item_id"]: key for n, key in zip(new, keys, strict=True)}}
 
