@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 from pydantic_ai import Agent
+from pydantic_ai.settings import ModelSettings
 
 from memory_core.errors import ModelError
 from memory_core.pipeline.profiles import LayerProfile
@@ -85,7 +86,7 @@ def run_agent(
         instructions=_INSTRUCTIONS.get(output_type, ""),
         retries=max(profile.retries, 1),
     )
-    settings: dict[str, Any] = {
+    settings: ModelSettings = {
         "temperature": profile.temperature,
         "timeout": profile.timeout_s,
     }
@@ -94,7 +95,7 @@ def run_agent(
     try:
         result = agent.run_sync(
             json.dumps(payload, ensure_ascii=False, default=str),
-            model_settings=settings,  # type: ignore[arg-type]
+            model_settings=settings,
         )
     except Exception as exc:  # the step's failure names the profile and the model
         raise ModelError(

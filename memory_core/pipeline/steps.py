@@ -515,7 +515,7 @@ def route_intention(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHand
         }
         for r, s in zip(rows, scores, strict=True)
     ]
-    hits.sort(key=lambda h: -h["score"])
+    hits.sort(key=lambda h: -float(h["score"]))  # type: ignore[arg-type]
     return {"intention_hits": hits[: int(spec.config.get("top", 3))]}
 
 
@@ -570,7 +570,7 @@ def route_category(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandl
             }
             for r, s in zip(rows, scores, strict=True)
         ),
-        key=lambda h: (-h["score"], h["category_key"]),
+        key=lambda h: (-float(h["score"]), str(h["category_key"])),  # type: ignore[arg-type]
     )
     return {"category_hits": hits[: int(spec.config.get("top_categories", 3))]}
 
@@ -624,7 +624,7 @@ def recall_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle)
                 "arms": found[row.item_id],
             }
         )
-    candidates.sort(key=lambda c: (-c["fused"], c["item_id"]))
+    candidates.sort(key=lambda c: (-float(c["fused"]), str(c["item_id"])))  # type: ignore[arg-type]
     return {"candidates": candidates, "fallbacks": fallbacks}
 
 
