@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,14 +38,50 @@ class StepRecord:
         return StepTiming(self.step_id, self.ms, self.attempts, self.cause)
 
 
+def timeout_message(timeout_s: float) -> str:
+    """How every runner words a step that ran past its `timeout_s`."""
+    return f"timed out after {timeout_s:g} s (its timeout_s)"
+
+
+def call_with_timeout(step: StepSpec, state: State, execute_step: ExecuteStep) -> Mapping[str, Any]:
+    """`execute_step`, given at most `step.timeout_s` (in a thread of its own when set).
+
+    A step past its timeout is not stopped (Python cannot stop a thread): the run moves on
+    without it, and whatever it returns later is dropped, as with Temporal's activities.
+
+    Raises:
+        TimeoutError: the step ran past its timeout.
+    """
+    if step.timeout_s is None:
+        return execute_step(step, state)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"memoir-step-{step.step_id}")
+    try:
+        return pool.submit(execute_step, step, state).result(timeout=step.timeout_s)
+    except FutureTimeoutError:
+        raise TimeoutError(timeout_message(step.timeout_s)) from None
+    finally:
+        pool.shutdown(wait=False)
+
+
 def attempt(
-    step: StepSpec, state: State, execute_step: ExecuteStep, record: StepRecord
+    step: StepSpec,
+    state: State,
+    execute_step: ExecuteStep,
+    record: StepRecord,
+    *,
+    enforce_timeout: bool = False,
 ) -> Mapping[str, Any]:
-    """Runs one attempt of `step`, noting its duration and, if it raises, its cause."""
+    """Runs one attempt of `step`, noting its duration and, if it raises, its cause.
+
+    `enforce_timeout` applies the step's `timeout_s` here (runners whose engine does not).
+    """
     record.attempts += 1
     started = time.perf_counter()
     try:
-        produced = execute_step(step, state)
+        if enforce_timeout:
+            produced = call_with_timeout(step, state, execute_step)
+        else:
+            produced = execute_step(step, state)
     except Exception as exc:  # noted for the run record, then re-raised to the runner
         record.ms = (time.perf_counter() - started) * 1000
         record.cause = f"{type(exc).__name__}: {exc}"

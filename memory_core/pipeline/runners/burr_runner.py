@@ -1,9 +1,11 @@
 """The Burr runner: each enabled step is a Burr action, and the state after every step is saved
 by Burr's SQLite persister, so a run can be inspected, and a failed one resumed, by its app id.
 
-Burr has no retries of its own: an action retries its step as the `StepSpec` says (like the sync
-runner). A step that still fails is saved by Burr with status "failed" and the state from before
-it, which is where `resume` starts again. Timeouts are not enforced here (see `TemporalRunner`).
+Burr has no retries or timeouts of its own: an action retries its step as the `StepSpec` says
+(like the sync runner) and gives each attempt at most the step's `timeout_s` (like Temporal's
+start-to-close timeout; the step runs in a thread of its own when it has one). A step that still
+fails is saved by Burr with status "failed" and the state from before it, which is where
+`resume` starts again.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class _StepAction(SingleStepAction):
         while True:
             try:
                 produced: Mapping[str, Any] = attempt(
-                    self._step, plain, self._execute_step, self._record
+                    self._step, plain, self._execute_step, self._record, enforce_timeout=True
                 )
             except Exception:
                 if self._record.attempts <= self._step.retries:

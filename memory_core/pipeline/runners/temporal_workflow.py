@@ -15,6 +15,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError
 
+from memory_core.pipeline.runners._attempts import timeout_message
+
 WORKFLOW_NAME = "memoir.pipeline"
 RUN_STEP_ACTIVITY = "memoir.run_step"
 
@@ -85,7 +87,7 @@ def _failed(
             state,
             call.step_id,
             "TimeoutError",
-            f"timed out after {call.timeout_s:g} s (its timeout_s)",
+            timeout_message(call.timeout_s),
             timed_out=True,
             completed=completed,
         )
