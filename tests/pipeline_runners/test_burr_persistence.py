@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from runner_toys import SEVEN_STEPS, SEVEN_STEPS_INPUT, SEVEN_STEPS_OUTPUT, STEPS, executor
 
-from memory_core.errors import NotFoundError
+from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.pipeline.contract import Pipeline
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 
@@ -83,3 +83,14 @@ def test_resuming_a_completed_run_runs_nothing(tmp_path: Path) -> None:
 def test_resuming_an_unknown_run_names_it(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="no Burr run 'nope' of pipeline 'memorize'"):
         BurrRunner(tmp_path).resume(SEVEN_STEPS, "nope", executor())
+
+
+def test_resuming_at_a_step_the_pipeline_no_longer_has_is_refused(tmp_path: Path) -> None:
+    runner = BurrRunner(tmp_path)
+    pipeline = _breaking_at_count()
+    failed = runner.run(pipeline, dict(SEVEN_STEPS_INPUT), executor())  # no broken_count impl
+    assert failed.failed_step == "count" and failed.run_id is not None
+    without_count = Pipeline("memorize", tuple(s for s in pipeline.steps if s.step_id != "count"))
+
+    with pytest.raises(InvalidInputError, match="stopped at step 'count', which pipeline"):
+        runner.resume(without_count, failed.run_id, executor())

@@ -23,7 +23,7 @@ from burr.core import State as BurrState
 from burr.core.action import SingleStepAction
 from burr.core.persistence import SQLitePersister
 
-from memory_core.errors import NotFoundError
+from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.pipeline.contract import ExecuteStep, Pipeline, RunOutcome, State, StepSpec
 from memory_core.pipeline.runners._attempts import StepRecord, attempt, outcome
 
@@ -93,7 +93,8 @@ class BurrRunner:
 
     Args:
         state_path: the SQLite file Burr saves state to, or a folder (the store's) in which
-            `burr_state.db` is used. The folder is created if missing.
+            `burr_state.db` is used; a path with no suffix is taken as a folder. The folder is
+            created if missing.
     """
 
     name = "burr"
@@ -114,12 +115,20 @@ class BurrRunner:
 
         Raises:
             NotFoundError: no state was saved for `app_id` under this pipeline.
+            InvalidInputError: the run stopped at a step the pipeline no longer has enabled.
         """
         saved = self.persisted(pipeline.name, app_id)
         if saved is None:
             raise NotFoundError(
                 f"no Burr run {app_id!r} of pipeline {pipeline.name!r} in {self.state_path}",
                 hint="use the run_id of a RunOutcome from this runner (BurrRunner.app_ids lists them)",
+            )
+        enabled = [step.step_id for step in pipeline.enabled_steps()]
+        if saved.position not in enabled:
+            raise InvalidInputError(
+                f"Burr run {app_id!r} stopped at step {saved.position!r}, which pipeline "
+                f"{pipeline.name!r} no longer has enabled (its steps: {', '.join(enabled)})",
+                hint="resume with the pipeline revision the run started on, or start a new run",
             )
         return self._run(pipeline, saved.state, execute_step, app_id)
 
