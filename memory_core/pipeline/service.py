@@ -514,7 +514,7 @@ class MemoryService:
         ctx = state.get("context", {})
         items = [
             {k: v for k, v in item.items() if k in ("item_id", "scope", "text", "category_key",
-                                                     "evidence", "confidence", "score")}
+                                                     "evidence", "confidence", "score", "arms")}
             for item in ctx.get("items", [])
         ]  # fmt: skip
         return RetrieveResult(

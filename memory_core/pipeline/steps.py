@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ from memory_core.tokens import TokenCounter
 __all__ = ["BUILTIN_STEPS", "LLMHandle", "StepContext", "StepFn"]
 
 _RRF_K = 60
+_EMBED_CACHE = 20_000
 
 
 @dataclass
@@ -84,6 +86,7 @@ class StepContext:
     tokens: TokenCounter
     clock: Callable[[], float]
     _category_vectors: np.ndarray | None = None
+    _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
     def category_vectors(self) -> np.ndarray:
         if self._category_vectors is None:
@@ -91,6 +94,21 @@ class StepContext:
                 [f"{c['name']}. {c['description']}" for c in self.taxonomy]
             )
         return self._category_vectors
+
+    def embed_cached(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of texts that repeat across runs (category and intention texts)."""
+        keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+        missing = [i for i, k in enumerate(keys) if k not in self._cache]
+        if missing:
+            fresh = self.embed([texts[i] for i in missing])
+            for i, vector in zip(missing, fresh, strict=True):
+                self._cache[keys[i]] = vector
+        vectors = [self._cache[k] for k in keys]
+        for k in keys:
+            self._cache.move_to_end(k)
+        while len(self._cache) > _EMBED_CACHE:
+            self._cache.popitem(last=False)
+        return np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
 
 
 StepFn = Callable[[StepContext, StepSpec, State, LLMHandle], Mapping[str, Any]]
@@ -503,7 +521,7 @@ def route_intention(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHand
     if not rows:
         return {"intention_hits": []}
     texts = [" ".join([*r.goals, *r.constraints, *r.progress]) or "-" for r in rows]
-    scores = ctx.embed(texts) @ _query_vector(ctx, state)
+    scores = ctx.embed_cached(texts) @ _query_vector(ctx, state)
     hits = [
         {
             "scope": r.scope,
@@ -556,7 +574,7 @@ def route_category(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandl
     if not rows:
         return {"category_hits": []}
     texts = [f"{r.name}. {r.description} {r.summary}" for r in rows]
-    scores = ctx.embed(texts) @ _query_vector(ctx, state)
+    scores = ctx.embed_cached(texts) @ _query_vector(ctx, state)
     hits = sorted(
         (
             {

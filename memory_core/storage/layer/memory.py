@@ -6,6 +6,7 @@ Nothing outlives the process; hand the same instance to a second service to "reo
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
 import threading
@@ -77,11 +78,16 @@ class InMemoryLayerStore:
         self._meta: dict[str, Any] | None = None
         self._resources: dict[str, ResourceRow] = {}
         self._items: dict[str, ItemRow] = {}
+        # item ids per scope key, so a selector visits its scopes, not every item
+        self._by_scope: dict[tuple[str, ...], dict[str, None]] = defaultdict(dict)
+        self._generation = 0
+        self._matrices: dict[Any, tuple[int, list[str], np.ndarray]] = {}
         self._postings: dict[str, set[str]] = defaultdict(set)
         self._counts: dict[str, dict[str, int]] = {}
         self._lengths: dict[str, int] = {}
         self._categories: dict[tuple[tuple[str, ...], str], CategoryRow] = {}
         self._intentions: list[IntentionRow] = []
+        self._latest: dict[tuple[str, ...], IntentionRow] = {}
         self._revisions: list[RevisionRow] = []
         self._runs: list[RunRow] = []
 
@@ -124,12 +130,23 @@ class InMemoryLayerStore:
         with self._lock:
             self._resources[row.resource_id] = copy.deepcopy(row)
 
+    def _in_scope(self, selector: ScopeFilter, status: str | None = "active") -> list[ItemRow]:
+        assert self._fields is not None
+        out: list[ItemRow] = []
+        for key, ids in self._by_scope.items():
+            if matches(dict(zip(self._fields, key, strict=True)), selector):
+                rows = (self._items[i] for i in ids)
+                out.extend(r for r in rows if status is None or r.status == status)
+        return out
+
     def upsert_items(self, rows: Sequence[ItemRow]) -> None:
         with self._lock:
+            self._generation += 1
             for row in rows:
                 self._unindex(row.item_id)
-                stored = copy.deepcopy(row)
+                stored = _copy_item(row)
                 self._items[row.item_id] = stored
+                self._by_scope[self._key(stored.scope)][row.item_id] = None
                 if stored.status == "active":
                     tokens = lexical_tokens(stored.text)
                     counts: dict[str, int] = defaultdict(int)
@@ -148,58 +165,59 @@ class InMemoryLayerStore:
         self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
     ) -> list[ItemRow]:
         with self._lock:
-            out = [
-                copy.deepcopy(row)
-                for row in self._items.values()
-                if (status is None or row.status == status) and matches(row.scope, selector)
-            ]
+            out = [_copy_item(row) for row in self._in_scope(selector, status)]
         out.sort(key=lambda r: (r.created_at, r.item_id))
         return out if limit is None else out[:limit]
 
     def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]:
         with self._lock:
-            return [copy.deepcopy(self._items[i]) for i in item_ids if i in self._items]
+            return [_copy_item(self._items[i]) for i in item_ids if i in self._items]
 
     def count_items(self, selector: ScopeFilter) -> int:
         with self._lock:
-            return sum(
-                1
-                for row in self._items.values()
-                if row.status == "active" and matches(row.scope, selector)
-            )
+            return len(self._in_scope(selector))
 
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int
     ) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        key = tuple(sorted(selector.items()))
         with self._lock:
-            rows = [
-                row
-                for row in self._items.values()
-                if row.status == "active"
-                and row.embedding is not None
-                and matches(row.scope, selector)
-            ]
-            if not rows or k <= 0:
-                return []
-            matrix = np.vstack([r.embedding for r in rows if r.embedding is not None])
+            cached = self._matrices.get(key)
+            if cached is None or cached[0] != self._generation:
+                rows = [r for r in self._in_scope(selector) if r.embedding is not None]
+                ids = [r.item_id for r in rows]
+                matrix = (
+                    np.vstack([r.embedding for r in rows if r.embedding is not None])
+                    if rows
+                    else np.zeros((0, len(vector)), dtype=np.float32)
+                )
+                if len(self._matrices) > 32:
+                    self._matrices.clear()
+                cached = (self._generation, ids, matrix)
+                self._matrices[key] = cached
+        _, ids, matrix = cached
+        if not ids:
+            return []
         scores = matrix @ np.asarray(vector, dtype=np.float32)
-        top = np.argsort(-scores, kind="stable")[:k]
-        return [(rows[i].item_id, float(scores[i])) for i in top]
+        if k < len(ids):
+            part = np.argpartition(-scores, k - 1)[:k]
+            top = part[np.argsort(-scores[part], kind="stable")]
+        else:
+            top = np.argsort(-scores, kind="stable")
+        return [(ids[i], float(scores[i])) for i in top]
 
     def lexical_search(
         self, selector: ScopeFilter, terms: Sequence[str], k: int
     ) -> list[tuple[str, float]]:
         with self._lock:
+            in_scope = {r.item_id for r in self._in_scope(selector)}
             candidates = {
                 item_id
                 for term in terms
                 for item_id in self._postings.get(term, ())
-                if matches(self._items[item_id].scope, selector)
-            }
-            in_scope = {
-                i
-                for i, row in self._items.items()
-                if row.status == "active" and matches(row.scope, selector)
+                if item_id in in_scope
             }
             scores = bm25_scores(terms, self._postings, self._lengths, self._counts, in_scope)
         ranked = sorted(
@@ -222,18 +240,19 @@ class InMemoryLayerStore:
 
     def add_intention(self, row: IntentionRow) -> None:
         with self._lock:
-            self._intentions.append(copy.deepcopy(row))
+            stored = copy.deepcopy(row)
+            self._intentions.append(stored)
+            key = self._key(row.scope)
+            if key not in self._latest or row.version > self._latest[key].version:
+                self._latest[key] = stored
 
     def latest_intentions(self, selector: ScopeFilter) -> list[IntentionRow]:
-        latest: dict[tuple[str, ...], IntentionRow] = {}
         with self._lock:
-            for row in self._intentions:
-                if not matches(row.scope, selector):
-                    continue
-                key = self._key(row.scope)
-                if key not in latest or row.version > latest[key].version:
-                    latest[key] = row
-            return [copy.deepcopy(latest[k]) for k in sorted(latest)]
+            return [
+                copy.deepcopy(self._latest[k])
+                for k in sorted(self._latest)
+                if matches(self._latest[k].scope, selector)
+            ]
 
     def add_revision(self, row: RevisionRow) -> None:
         with self._lock:
@@ -253,3 +272,9 @@ class InMemoryLayerStore:
 
     def close(self) -> None:
         return None
+
+
+def _copy_item(row: ItemRow) -> ItemRow:
+    # Rows are handed out mutable: copy what callers may change in place; vectors are never
+    # changed in place, so they are shared.
+    return dataclasses.replace(row, scope=dict(row.scope), evidence=copy.deepcopy(row.evidence))

@@ -110,6 +110,7 @@ class SqliteLayerStore:
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=5000")
+        self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never torn
         self._lock = threading.RLock()
         self._fields: tuple[str, ...] = ()
         self._generation = 0
@@ -126,7 +127,6 @@ class SqliteLayerStore:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
-            self._generation += 1
             return result
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -293,7 +293,9 @@ class SqliteLayerStore:
                         "INSERT INTO layer_item_fts(rowid, text) VALUES (?, ?)", [rowid, row.text]
                     )
 
-        self._write(work)
+        with self._lock:
+            self._write(work)
+            self._generation += 1  # item vectors changed: drop cached matrices
 
     def _item_select(self) -> str:
         return (
@@ -394,8 +396,10 @@ class SqliteLayerStore:
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         where, params = scope_where(selector, alias="i.")
         rows = self._read(
+            # CROSS JOIN keeps FTS5 as the outer loop: the planner would otherwise walk the
+            # scope index and run MATCH once per row of the scope range.
             "SELECT i.item_id, -bm25(layer_item_fts) AS score FROM layer_item_fts "
-            "JOIN layer_item i ON i.rowid = layer_item_fts.rowid "
+            "CROSS JOIN layer_item i ON i.rowid = layer_item_fts.rowid "
             f"WHERE layer_item_fts MATCH ? AND {where} AND i.status = 'active' "
             "ORDER BY score DESC, i.item_id LIMIT ?",
             [match, *params, k],
