@@ -94,3 +94,13 @@ def test_resuming_at_a_step_the_pipeline_no_longer_has_is_refused(tmp_path: Path
 
     with pytest.raises(InvalidInputError, match="stopped at step 'count', which pipeline"):
         runner.resume(without_count, failed.run_id, executor())
+
+
+def test_a_closed_runner_reopens_its_state_file_on_the_next_run(tmp_path: Path) -> None:
+    runner = BurrRunner(tmp_path)
+    first = runner.run(SEVEN_STEPS, dict(SEVEN_STEPS_INPUT), executor())
+    runner.close()
+
+    second = runner.run(SEVEN_STEPS, dict(SEVEN_STEPS_INPUT), executor())
+
+    assert set(runner.app_ids("memorize")) == {first.run_id, second.run_id}

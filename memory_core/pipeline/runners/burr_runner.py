@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,6 +84,27 @@ class _StepAction(SingleStepAction):
         return dict(produced), state.update(**produced)
 
 
+class _SerialisedPersister(SQLitePersister):
+    """Burr's SQLite persister on one connection shared by concurrent runs: a call at a time
+    (each save is its own INSERT and COMMIT)."""
+
+    def __init__(self, db_path: str, *, connection: sqlite3.Connection) -> None:
+        super().__init__(db_path, connection=connection)
+        self._calls = threading.Lock()
+
+    def load(self, *args: Any, **kwargs: Any) -> Any:
+        with self._calls:
+            return super().load(*args, **kwargs)
+
+    def list_app_ids(self, *args: Any, **kwargs: Any) -> list[str]:
+        with self._calls:
+            return super().list_app_ids(*args, **kwargs)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        with self._calls:
+            super().save(*args, **kwargs)
+
+
 def _pipeline_state(state: BurrState) -> State:
     """The pipeline's keys of a Burr state (Burr keeps its own under a `__` prefix)."""
     return {key: value for key, value in state.get_all().items() if not key.startswith("__")}
@@ -105,6 +127,8 @@ class BurrRunner:
             path = path / STATE_FILE_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
         self.state_path = path
+        self._lock = threading.Lock()
+        self._shared: _SerialisedPersister | None = None
 
     def run(self, pipeline: Pipeline, state: State, execute_step: ExecuteStep) -> RunOutcome:
         """Runs every enabled step in order under a new Burr app id (the outcome's `run_id`)."""
@@ -134,8 +158,7 @@ class BurrRunner:
 
     def persisted(self, pipeline_name: str, app_id: str) -> PersistedRun | None:
         """The last state saved for a run, or None if there is none."""
-        with self._persister() as persister:
-            loaded = persister.load(pipeline_name, app_id)
+        loaded = self._persister().load(pipeline_name, app_id)
         if loaded is None:
             return None
         return PersistedRun(
@@ -149,20 +172,32 @@ class BurrRunner:
 
     def app_ids(self, pipeline_name: str) -> list[str]:
         """The app ids of this pipeline's saved runs, newest first."""
-        with self._persister() as persister:
-            return persister.list_app_ids(pipeline_name)
+        return self._persister().list_app_ids(pipeline_name)
+
+    def close(self) -> None:
+        """Closes the state file (a later run opens it again)."""
+        with self._lock:
+            if self._shared is not None:
+                self._shared.cleanup()
+                self._shared = None
 
     def _persister(self) -> SQLitePersister:
-        # The connection may be closed (and garbage-collected) on another thread than its own.
-        connection = sqlite3.connect(self.state_path, check_same_thread=False)
-        # As memoir's own store: WAL, and a sync at checkpoints rather than at every commit
-        # (Burr commits after every step; a full sync each time costs ~20 ms a step on a busy
-        # disk). A crash can lose the last saved steps, never the file's consistency.
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = NORMAL")
-        persister = SQLitePersister(str(self.state_path), connection=connection)
-        persister.initialize()
-        return persister
+        """The runner's one persister: opened once, since closing the last connection to a WAL
+        file checkpoints it (a sync per run otherwise)."""
+        with self._lock:
+            if self._shared is None:
+                # Runs may come from several threads: one connection, its calls serialised.
+                connection = sqlite3.connect(self.state_path, check_same_thread=False)
+                # As memoir's own store: WAL, and a sync at checkpoints rather than at every
+                # commit (Burr commits after every step; a full sync each time costs ~20 ms a
+                # step on a busy disk). A crash can lose the last saved steps, never the
+                # file's consistency.
+                connection.execute("PRAGMA journal_mode = WAL")
+                connection.execute("PRAGMA synchronous = NORMAL")
+                persister = _SerialisedPersister(str(self.state_path), connection=connection)
+                persister.initialize()
+                self._shared = persister
+            return self._shared
 
     def _run(
         self, pipeline: Pipeline, state: State, execute_step: ExecuteStep, app_id: str
@@ -175,30 +210,32 @@ class BurrRunner:
             step.step_id: _StepAction(step, execute_step, records[step.step_id]) for step in steps
         }
         last = steps[-1].step_id
-        with self._persister() as persister:
-            saved = persister.load(pipeline.name, app_id)
-            if saved is not None and saved["status"] == "completed" and saved["position"] == last:
-                return outcome(_pipeline_state(saved["state"]), [], run_id=app_id)
-            app: Application[Any] = (
-                ApplicationBuilder()
-                .with_actions(**actions)
-                .with_transitions(
-                    *((a.step_id, b.step_id, default) for a, b in itertools.pairwise(steps))
-                )
-                .with_identifiers(app_id=app_id, partition_key=pipeline.name)
-                .initialize_from(
-                    persister,
-                    resume_at_next_action=True,
-                    default_state=state,
-                    default_entrypoint=steps[0].step_id,
-                )
-                .with_state_persister(persister)
-                .build()
+        persister = self._persister()
+        saved = persister.load(pipeline.name, app_id)
+        if saved is not None and saved["status"] == "completed" and saved["position"] == last:
+            return outcome(_pipeline_state(saved["state"]), [], run_id=app_id)
+        app: Application[Any] = (
+            ApplicationBuilder()
+            .with_actions(**actions)
+            .with_transitions(
+                *((a.step_id, b.step_id, default) for a, b in itertools.pairwise(steps))
             )
-            ordered = [records[step.step_id] for step in steps]
-            try:
-                _, _, final = app.run(halt_after=[last])
-            except Exception:  # the step's cause is on its record; Burr saved it as "failed"
-                failed = next(r for r in ordered if r.cause is not None)
-                return outcome(_pipeline_state(app.state), ordered, failed=failed, run_id=app_id)
+            .with_identifiers(app_id=app_id, partition_key=pipeline.name)
+            .initialize_from(
+                persister,
+                resume_at_next_action=True,
+                default_state=state,
+                default_entrypoint=steps[0].step_id,
+            )
+            .with_state_persister(persister)
+            .build()
+        )
+        ordered = [records[step.step_id] for step in steps]
+        try:
+            _, _, final = app.run(halt_after=[last])
+        except Exception:  # a step's cause is on its record; Burr saved it as "failed"
+            failed = next((r for r in ordered if r.cause is not None), None)
+            if failed is None:  # Burr's own failure, not a step's
+                raise
+            return outcome(_pipeline_state(app.state), ordered, failed=failed, run_id=app_id)
         return outcome(_pipeline_state(final), ordered, run_id=app_id)
