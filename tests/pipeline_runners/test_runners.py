@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,13 @@ def test_temporal_can_start_its_own_dev_server() -> None:
         assert runner.target.startswith("127.0.0.1:")
         outcome = runner.run(SEVEN_STEPS, dict(SEVEN_STEPS_INPUT), executor())
     assert outcome.state == SEVEN_STEPS_OUTPUT
+
+
+def test_concurrent_runs_keep_their_own_state(runner: Runner) -> None:
+    inputs = [{"raw": f"word{i} " * (i + 1)} for i in range(6)]
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(lambda s: runner.run(SEVEN_STEPS, s, executor()), inputs))
+
+    assert [o.status for o in outcomes] == ["ok"] * 6
+    assert [o.state["counts"] for o in outcomes] == [{f"word{i}": i + 1} for i in range(6)]
