@@ -324,7 +324,7 @@ def _register_features() -> None:
     # Each feature module owns its commands; a missing optional module must not break the CLI.
     import importlib
 
-    for name in ("documents", "rules", "hierarchy", "memory", "serve", "tokens"):
+    for name in ("documents", "rules", "hierarchy", "memory", "serve", "tokens", "layer"):
         try:
             module = importlib.import_module(f"server.cli.{name}")
         except ModuleNotFoundError as exc:
