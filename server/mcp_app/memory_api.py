@@ -141,9 +141,11 @@ class HistoryOut(BaseModel):
 
 
 class StatsOut(MemoryStats):
-    """The space's telemetry, with the alert thresholds it is judged against."""
+    """The space's telemetry, with the alert thresholds it is judged against and the ranking
+    weights recall uses (to read a score breakdown)."""
 
     thresholds: dict[str, float]
+    ranking: dict[str, float]
 
 
 class ErrorBody(BaseModel):

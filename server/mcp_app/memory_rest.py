@@ -411,7 +411,14 @@ class MemoryRoutes:
                     "backlog_alert": float(settings.backlog_alert),
                     "backlog_alert_age_s": float(settings.backlog_alert_age_s),
                 }
-                return StatsOut(**stats.model_dump(), thresholds=thresholds)
+                ranking = {
+                    "alpha": settings.alpha,
+                    "beta": settings.beta,
+                    "gamma": settings.gamma,
+                    "tau_days": settings.tau_days,
+                    "rrf_k": float(settings.rrf_k),
+                }
+                return StatsOut(**stats.model_dump(), thresholds=thresholds, ranking=ranking)
 
             return await self.run(request, "stats", call, writes=False)
 

@@ -171,6 +171,7 @@ def test_summary_and_stats(client: httpx.Client) -> None:
     assert stats["user_actions"]["pin"] == 1
     assert stats["recalls"] == 2
     assert stats["thresholds"]["backlog_alert"] > 0
+    assert {"alpha", "beta", "gamma", "tau_days", "rrf_k"} <= set(stats["ranking"])
     today = stats["daily"][-1]
     assert today["merge"] == 1 and today["pin"] == 1 and today["recall"] == 2
     assert 1 <= today["recall_hit"] <= 2  # a query of other words may still reach it by vector

@@ -281,3 +281,35 @@ def test_the_memory_page_end_to_end(server: RunningServer, browser: Any, tmp_pat
         background = (shot[:, :, :3] >= 250).all(axis=2)
         assert (~background).sum() > 500, f"{chart}: nothing drawn"
         assert colour_pixels(shot, colour) > 40, f"{chart}: no {colour} series in the plot"
+
+
+def test_the_page_asks_for_the_token_a_guarded_server_needs(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from trust_kit import Token, write_config
+
+    root = tmp_path_factory.mktemp("web-auth")
+    project = git_project(root / "app")
+    alice = Token.make("alice", project)
+    config = write_config(root / "etc", tokens=(alice,))
+    guarded = start_http_server(root, "http", workspaces=(project,), config=config)
+    try:
+        page = Page(browser)
+        browser.get(f"{guarded.base}/memory")
+        page.wait(lambda d: "token" in d.find_element("id", "status").text)
+        assert page.by_id("token-box").is_displayed()
+        assert page.status().startswith("this server needs a token"), page.status()
+        assert page.entries() == []
+        page.type("token", alice.value)
+        page.click("load-btn")
+        assert page.by_id("space").get_attribute("value") == f"project:{project}"
+        assert page.status().startswith("loaded"), page.status()
+        page.add("Alpha deploys with blue-green releases")
+        assert page.status().startswith("created"), page.status()
+        assert page.texts() == ["Alpha deploys with blue-green releases"]
+        # Another project's space is refused, and the page says why.
+        page.type("space", "project:/elsewhere")
+        page.click("load-btn")
+        assert "not one this token may use" in page.status(), page.status()
+    finally:
+        assert stop_http_server(guarded) == 0, "".join(guarded.stderr)
