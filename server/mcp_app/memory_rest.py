@@ -451,7 +451,9 @@ def add_memory_routes(app: MemoirMCPServer, runtime: MemoirRuntime) -> None:
             by_path.setdefault(path, {})[method] = handler
 
     for path, handlers in by_path.items():
-        app.custom_route(PREFIX + path, methods=list(handlers))(_dispatch(handlers))
+        app.custom_route(PREFIX + path, methods=list(_METHODS))(_dispatch(handlers))
+    # Anything else under the prefix: a JSON 404 pointing at the document, not a bare "Not Found".
+    app.custom_route(PREFIX + "/{rest:path}", methods=list(_METHODS))(_dispatch({}))
 
     @app.custom_route("/v1/openapi.json", methods=["GET"])
     async def openapi(request: Request) -> Response:
@@ -472,10 +474,33 @@ def add_memory_routes(app: MemoirMCPServer, runtime: MemoirRuntime) -> None:
         )
 
 
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
 def _dispatch(
     handlers: dict[str, Callable[[Request], Awaitable[Response]]],
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
+        if not handlers:
+            return error_response(
+                404,
+                {
+                    "code": "not_found",
+                    "message": f"no route {request.method} {request.url.path}",
+                    "hint": f"the memory routes are under {PREFIX}; GET /v1/openapi.json lists "
+                    "them (a memory id holds only hex digits)",
+                },
+            )
+        if request.method not in handlers:
+            allowed = ", ".join(handlers)
+            return error_response(
+                405,
+                {
+                    "code": "method_not_allowed",
+                    "message": f"{request.method} is not accepted on {request.url.path}",
+                    "hint": f"use {allowed}",
+                },
+            )
         if request.url.path.startswith(PREFIX + "/incognito/") and request.path_params.get(
             "action"
         ) not in ("start", "end"):

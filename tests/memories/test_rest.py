@@ -308,3 +308,62 @@ def test_routes_need_a_token_and_keep_to_its_projects(guarded: tuple[RunningServ
         page = http.get("/memory")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert "/v1/memory" in page.text and "<script" in page.text
+
+
+def test_no_memory_route_returns_a_secret(client: httpx.Client) -> None:
+    from memory_core.redaction import REDACTED_PREFIX
+
+    secret = "sk-proj-oq3GqlpnMR6vsUW5xcJ6MV8YWkGP1mxFyp9yIJX6"
+    space = "secret-space"
+    made = client.post(
+        f"{API}/entries", json={"space": space, "text": f"The OpenAI key is {secret} for now"}
+    )
+    assert made.status_code == 201, made.text
+    memory_id = made.json()["memory"]["id"]
+    answers = [
+        made,
+        client.get(f"{API}/entries", params={"space": space}),
+        client.get(f"{API}/entries/{memory_id}", params={"space": space}),
+        client.get(f"{API}/search", params={"space": space, "query": "OpenAI key"}),
+        client.get(f"{API}/summary", params={"space": space}),
+        client.get(f"{API}/entries/{memory_id}/history", params={"space": space}),
+    ]
+    assert all(a.status_code in (200, 201) for a in answers)
+    joined = "\n".join(a.text for a in answers)
+    assert secret not in joined
+    assert REDACTED_PREFIX in joined
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status"),
+    [
+        ("/entries/..%2F..%2Fetc%2Fpasswd", {"space": "s"}, 404),
+        ("/entries/%00", {"space": "s"}, 404),
+        ("/entries", {"space": "bad\x01space"}, 400),
+        ("/entries", {"space": "s", "user": "x" * 300}, 422),
+        ("/search", {"space": "s", "query": "q", "now": "yesterday"}, 400),
+    ],
+)
+def test_hostile_ids_and_spaces_are_refused_plainly(
+    client: httpx.Client, path: str, params: dict[str, str], status: int
+) -> None:
+    answer = client.get(API + path, params=params)
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert error["message"] and error["hint"]
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(client: httpx.Client) -> None:
+    body = b'{"text": "' + b"x" * 5_000_000 + b'"}'
+    answer = client.post(
+        f"{API}/entries", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 413
+    assert "limits.request_bytes" in answer.text
+
+
+def test_unknown_routes_and_methods_answer_json(client: httpx.Client) -> None:
+    unknown = client.get(f"{API}/nothing/here")
+    assert unknown.status_code == 404 and "/v1/openapi.json" in unknown.json()["error"]["hint"]
+    wrong = client.patch(f"{API}/entries")
+    assert wrong.status_code == 405 and wrong.json()["error"]["hint"] == "use GET, POST"
