@@ -21,6 +21,7 @@ __all__ = [
     "IngestResult",
     "IngestedChunk",
     "QueryResult",
+    "StreamInfo",
     "UsedChunk",
 ]
 
@@ -73,6 +74,17 @@ class IngestedChunk(BaseModel):
     already_stored: bool = False
 
 
+class StreamInfo(BaseModel):
+    """A streamed ingest: the input's size, its batches, and its chunks (all batches)."""
+
+    bytes: int
+    resource_id: int
+    batches: int = 0
+    batches_skipped: int = Field(0, description="Stored by an earlier, interrupted run.")
+    chunks: int = 0
+    new_chunks: int = 0
+
+
 class IngestResult(_Result):
     scope: str
     source: str | None = None
@@ -84,6 +96,9 @@ class IngestResult(_Result):
     total_latency: float = 0.0
     timestamp: str
     run_id: int | None = None
+    stream: StreamInfo | None = Field(
+        None, description="Set for a streamed ingest: ``chunks`` then lists the first ones only."
+    )
 
 
 class UsedChunk(BaseModel):
