@@ -20,6 +20,7 @@ __all__ = [
     "ErrorInfo",
     "IngestResult",
     "IngestedChunk",
+    "KnowledgeRemoval",
     "QueryResult",
     "StreamInfo",
     "UsedChunk",
@@ -83,6 +84,15 @@ class StreamInfo(BaseModel):
     batches_skipped: int = Field(0, description="Stored by an earlier, interrupted run.")
     chunks: int = 0
     new_chunks: int = 0
+
+
+class KnowledgeRemoval(BaseModel):
+    """What ``forget`` removed from the knowledge tree."""
+
+    scope: str
+    chunks: int = Field(description="Chunks deleted with their lexical and vector rows.")
+    categories: int = Field(description="Categories deleted because they were left empty.")
+    sources: int = Field(0, description="Ingest records of the source deleted.")
 
 
 class IngestResult(_Result):

@@ -26,6 +26,7 @@ from memory_core.hierarchy.batches import IngestProgress, ProgressCallback, file
 from memory_core.hierarchy.classify import Classifier
 from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
 from memory_core.hierarchy.limits import check_ingest_size
+from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.query import run_query
 from memory_core.hierarchy.results import (
     CategoryNode,
@@ -33,6 +34,7 @@ from memory_core.hierarchy.results import (
     ErrorInfo,
     IngestedChunk,
     IngestResult,
+    KnowledgeRemoval,
     QueryResult,
 )
 from memory_core.hierarchy.store import HierarchyStore, NewChunk
@@ -473,6 +475,66 @@ class HierarchyService:
             },
         )
         return result
+
+    # -- removal -----------------------------------------------------------------------------
+
+    async def forget(
+        self,
+        *,
+        scope: str,
+        chunk_ids: Sequence[str] = (),
+        source: str | None = None,
+        category: str | int | None = None,
+    ) -> KnowledgeRemoval:
+        """Remove ingested knowledge: chunks by id (chunk id or item id), every chunk ingested
+        from ``source``, or a category with its whole subtree (id or path "A / B"); the
+        categories left empty go too, all in one transaction.
+
+        Raises:
+            InvalidInputError: nothing to remove was named, or the category does not exist
+                (the message lists the top-level categories).
+            ConfigError: the store has no removal (the transitional PostgreSQL / MySQL tables).
+        """
+        scope = validate_scope(scope)
+        if not chunk_ids and source is None and category is None:
+            raise InvalidInputError(
+                "nothing to forget: no chunk id, source or category given",
+                hint="pass chunk ids, source='notes.md' or category='Databases / Indexing'",
+            )
+        store = await self.store()
+        if not isinstance(store, PortHierarchyStore):
+            raise ConfigError(
+                f"removing knowledge is not available on the {store.backend} hierarchy tables",
+                hint="use SQLite or PostgreSQL (the shared store)",
+            )
+        categories = [] if category is None else [await self._category_id(store, scope, category)]
+        removed = await store.remove_chunks(
+            scope, chunk_ids=list(chunk_ids), source=source, category_ids=categories
+        )
+        self._centroids.pop(scope, None)
+        return KnowledgeRemoval(
+            scope=scope,
+            chunks=removed.chunks,
+            categories=removed.categories,
+            sources=removed.resources,
+        )
+
+    async def _category_id(self, store: HierarchyStore, scope: str, category: str | int) -> int:
+        paths = await self._paths_by_id(store, scope)
+        if isinstance(category, int) or str(category).isdigit():
+            if int(category) in paths:
+                return int(category)
+        else:
+            wanted = " / ".join(part.strip() for part in str(category).split("/")).casefold()
+            for category_id, label in paths.items():
+                if label.casefold() == wanted:
+                    return category_id
+        tops = sorted({label.split(" / ")[0] for label in paths.values()})[:20]
+        raise InvalidInputError(
+            f"no category {category!r} in scope {scope!r}",
+            hint=f"give an id or a full path from `memoir categories` (top level: "
+            f"{', '.join(tops) or 'none yet'})",
+        )
 
     # -- query -------------------------------------------------------------------------------
 

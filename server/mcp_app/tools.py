@@ -3,7 +3,7 @@
 Canonical names: ``query_directives``, ``detect_context``, ``upsert_markdown`` (rules),
 ``ingest``, ``query`` (knowledge). The spec's ``memory.rules.*`` spellings are not registered:
 dots are not valid in tool names for several clients, and one name per tool keeps the list small.
-``list_rules`` and ``search`` are extra tools behind ``server.extra_tools``.
+``list_rules``, ``search`` and ``forget_knowledge`` are extra tools behind ``server.extra_tools``.
 
 A tool body validates, resolves the scope, calls the facade, and shapes the result; nothing else.
 Descriptions are written for the model that calls them.
@@ -64,7 +64,7 @@ DEFAULT_TOOLS = (
     "query",
     *MEMORY_TOOLS,
 )
-EXTRA_TOOLS = ("list_rules", "search")
+EXTRA_TOOLS = ("list_rules", "search", "forget_knowledge")
 
 _READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
