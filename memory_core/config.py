@@ -196,6 +196,9 @@ class HierarchySettings(_Section):
     # Inputs larger than this are read, embedded and stored in batches of about this size, one
     # transaction each (a kill loses at most one batch; a re-run resumes).
     ingest_batch_bytes: int = Field(256 * 1024, ge=1024)
+    # An MCP ingest above this size runs as a background job: the call returns its id at once
+    # and memoir://jobs/{id} reports progress and the result (clients time out after ~60 s).
+    background_ingest_bytes: int = Field(64 * 1024, ge=1)
 
 
 class LLMSettings(_Section):
