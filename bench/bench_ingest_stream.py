@@ -97,7 +97,8 @@ def main() -> None:
     for name, _, r in rows:
         print(
             f"{name:<20} {r['mb']:>5.1f} {r['chunks']:>7.0f} {r['categories']:>5.0f} "
-            f"{r['seconds']:>8.1f} {r['mb'] / r['seconds']:>6.2f} {r['peak_rss_kb'] / 1024:>12.0f}"
+            f"{r['seconds']:>8.1f} {r['mb'] / r['seconds']:>6.2f} "
+            f"{r['rss_before_kb'] / 1024:>15.0f} {r['peak_rss_kb'] / 1024:>12.0f}"
         )
     base = rows[0][2]
     for _name, mb, r in rows[1:]:
