@@ -331,16 +331,18 @@ class PortHierarchyStore:
         key = Scope.of(scope)
 
         def write(tx: Tx) -> RemovedKnowledge:
-            doomed: set[int] = set()
+            doomed: dict[int, int | None] = {}  # item id -> its category
             wanted = [c for c in chunk_ids if c]
             by_uid = tx.items.by_uid(wanted)
             numeric = [int(c) for c in wanted if c.isdigit() and c not in by_uid]
             for item in [*by_uid.values(), *tx.items.get(numeric).values()]:
                 if item.scope == key.key and item.kind == CHUNK_KIND:
-                    doomed.add(item.item_id)
+                    doomed[item.item_id] = item.category_id
             resources: list[int] = []
             if source is not None:
                 for resource in tx.resources.find(key, kinds=["text"], uri=source):
+                    if "batches_done" not in resource.metadata:  # not a streamed ingest's record
+                        continue
                     resources.append(resource.resource_id)
                     doomed.update(
                         _page_ids(tx, key, Compare("item.resource_id", "=", resource.resource_id))
@@ -354,7 +356,8 @@ class PortHierarchyStore:
             removed = tx.items.delete(sorted(doomed)) if doomed else 0
             if resources:
                 tx.resources.delete(resources)
-            emptied = _drop_empty_categories(tx, key, set(category_ids))
+            touched = {c for c in doomed.values() if c is not None} | set(category_ids)
+            emptied = _drop_empty_categories(tx, key, touched)
             return RemovedKnowledge(chunks=removed, categories=emptied, resources=len(resources))
 
         return await self.store.write(write)
@@ -372,15 +375,15 @@ class RemovedKnowledge:
 _PAGE = 1000
 
 
-def _page_ids(tx: Tx, key: Scope, where: Compare) -> list[int]:
-    ids: list[int] = []
+def _page_ids(tx: Tx, key: Scope, where: Compare) -> dict[int, int | None]:
+    ids: dict[int, int | None] = {}
     after: Item | None = None
     while True:
         page = tx.items.find(
             key, kinds=[CHUNK_KIND], where=where, order="id", after=after, limit=_PAGE,
             meta_keys=[],
         )  # fmt: skip
-        ids.extend(item.item_id for item in page)
+        ids.update((item.item_id, item.category_id) for item in page)
         if len(page) < _PAGE:
             return ids
         after = page[-1]
@@ -396,16 +399,25 @@ def _subtree(categories: Sequence[Category], roots: set[int]) -> set[int]:
     return chosen
 
 
-def _drop_empty_categories(tx: Tx, key: Scope, asked: set[int]) -> int:
-    """Delete leaves without chunks, deepest first (a parent emptied by them goes too)."""
+def _drop_empty_categories(tx: Tx, key: Scope, touched: set[int]) -> int:
+    """Delete the touched categories and their ancestors once they hold no item and no child,
+    deepest first (a parent emptied by its children goes too); other empty categories stay."""
     holding = tx.categories.item_counts(key)
     categories = sorted(tx.categories.all(key), key=lambda c: (-c.level, c.category_id))
-    alive = {c.category_id for c in categories}
+    by_id = {c.category_id: c for c in categories}
+    candidates = set(touched)
+    for category_id in touched:
+        parent = by_id[category_id].parent_id if category_id in by_id else None
+        while parent is not None and parent in by_id:
+            candidates.add(parent)
+            parent = by_id[parent].parent_id
+    candidates |= _subtree(categories, touched)
+    alive = set(by_id)
     removed = 0
     for category in categories:
-        has_children = any(c.parent_id == category.category_id and c.category_id in alive
-                           for c in categories)  # fmt: skip
-        if holding.get(category.category_id) or has_children:
+        if category.category_id not in candidates or holding.get(category.category_id):
+            continue
+        if any(c.parent_id == category.category_id and c.category_id in alive for c in categories):
             continue
         tx.categories.delete([category.category_id])
         alive.discard(category.category_id)
