@@ -62,6 +62,8 @@ async def test_forget_by_id_source_and_category_removes_rows_vectors_and_counts(
         )
         chunks, vectors, lexical, counted = await _state(memoir)
         assert chunks == vectors == lexical == counted > 10
+        store = await memoir.hierarchy.store()
+        await store.create_category(SCOPE, parent_id=None, level=1, name="Kept empty")
 
         one = first.chunks[0].chunk_id
         removed = await memoir.hierarchy.forget(scope=SCOPE, chunk_ids=[one])
@@ -78,7 +80,8 @@ async def test_forget_by_id_source_and_category_removes_rows_vectors_and_counts(
         by_source = await memoir.hierarchy.forget(scope=SCOPE, source="a.md")
         assert by_source.chunks == left and by_source.sources == 1
         assert await _state(memoir) == (0, 0, 0, 0)
-        assert (await memoir.hierarchy.categories(scope=SCOPE)).total == 0
+        left_tree = await memoir.hierarchy.categories(scope=SCOPE)
+        assert [n.name for n in left_tree.nodes] == ["Kept empty"]  # untouched: not dropped
 
         # The input can be ingested again afterwards (its resume record went with it).
         again = await memoir.hierarchy.ingest_text(
