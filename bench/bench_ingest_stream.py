@@ -78,14 +78,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="5,50", help="streamed sizes in MB")
     parser.add_argument("--embedder", default="hash:384")
     parser.add_argument("--batch-kib", type=int, default=256)
+    parser.add_argument("--baseline-mb", type=int, default=5, help="one-shot baseline size")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         files = {}
-        for mb in sorted({5, *(int(s) for s in args.sizes.split(","))}):
+        base_mb = args.baseline_mb
+        for mb in sorted({base_mb, *(int(s) for s in args.sizes.split(","))}):
             files[mb] = work / f"text-{mb}mb.txt"
             files[mb].write_text(generate(mb * 1_000_000), encoding="utf-8")
-        rows = [("one-shot (baseline)", 5, run_case(files[5], 1 << 40, args.embedder, work))]
+        rows = [
+            ("one-shot (baseline)", base_mb, run_case(files[base_mb], 1 << 40, args.embedder, work))
+        ]
         for mb in sorted(int(s) for s in args.sizes.split(",")):
             rows.append(
                 ("streamed", mb, run_case(files[mb], args.batch_kib * 1024, args.embedder, work))
@@ -103,7 +107,7 @@ def main() -> None:
     base = rows[0][2]
     for _name, mb, r in rows[1:]:
         print(
-            f"ratio streamed {mb} MB / one-shot 5 MB: peak RSS {r['peak_rss_kb'] / base['peak_rss_kb']:.2f}x, "
+            f"ratio streamed {mb} MB / one-shot {rows[0][1]} MB: peak RSS {r['peak_rss_kb'] / base['peak_rss_kb']:.2f}x, "
             f"throughput {(r['mb'] / r['seconds']) / (base['mb'] / base['seconds']):.2f}x"
         )
 

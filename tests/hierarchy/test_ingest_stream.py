@@ -250,3 +250,31 @@ async def test_the_size_limit_is_a_setting_named_in_the_error(tmp_path: Path) ->
         assert "MEMOIR_HIERARCHY__MAX_INGEST_BYTES" in (caught.value.hint or "")
     finally:
         await memoir.close()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_the_cli_draws_a_bar_on_a_terminal_and_stays_quiet_on_a_pipe() -> None:
+    from server.cli.progress import progress_reporter
+
+    assert progress_reporter(as_json=False, stream=io.StringIO()) is None  # piped: no noise
+    terminal = _Terminal()
+    bar = progress_reporter(as_json=False, stream=terminal)
+    assert bar is not None
+    await bar(IngestProgress(500_000, 1_000_000, 2, 300, 300))
+    await bar(IngestProgress(1_000_000, 1_000_000, 4, 610, 600))
+    bar.close()
+    drawn = terminal.getvalue()
+    assert drawn.count("\r") == 2 and drawn.endswith("\n")
+    assert " 50% 0.5/1.0 MB" in drawn and "100% 1.0/1.0 MB, 610 chunks (600 new)" in drawn
+    lines = io.StringIO()
+    as_json = progress_reporter(as_json=True, stream=lines)
+    assert as_json is not None
+    await as_json(IngestProgress(10, 20, 1, 3, 3))
+    assert json.loads(lines.getvalue()) == {
+        "event": "progress", "bytes_done": 10, "bytes_total": 20, "batches_done": 1,
+        "chunks_done": 3, "new_chunks": 3, "batches_skipped": 0,
+    }  # fmt: skip
