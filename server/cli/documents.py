@@ -185,15 +185,41 @@ def add_command(
 
 
 @click.command("rm")
-@click.argument("targets", nargs=-1, required=True)
+@click.argument("targets", nargs=-1)
 @click.option("--purge", is_flag=True, help="Drop the tombstones now (as compact does).")
+@click.option(
+    "--chunk", "chunks", multiple=True, help="Knowledge: remove this chunk (id; repeatable)."
+)
+@click.option("--source", help="Knowledge: remove every chunk ingested from this file or source.")
+@click.option("--category", help='Knowledge: remove a category and its subtree (id or "A / B").')
 @_scope_option
 @_json_option
 @pass_state
 def rm_command(
-    state: CliState, targets: tuple[str, ...], purge: bool, scope: str | None, as_json: bool
+    state: CliState,
+    targets: tuple[str, ...],
+    purge: bool,
+    chunks: tuple[str, ...],
+    source: str | None,
+    category: str | None,
+    scope: str | None,
+    as_json: bool,
 ) -> None:
-    """Remove documents by id or path (a target with a '/' or naming a file is a path)."""
+    """Remove documents by id or path (a target with a '/' or naming a file is a path), or
+    ingested knowledge with --chunk, --source or --category."""
+    knowledge = bool(chunks) or source is not None or category is not None
+    if knowledge == bool(targets):
+        fail(
+            InvalidInputError(
+                "give documents to remove, or --chunk / --source / --category for knowledge",
+                hint="memoir rm docs/a.md  |  memoir rm --source notes.md  |  "
+                "memoir rm --category 'Databases / Indexing'",
+            ),
+            as_json=as_json,
+        )
+    if knowledge:
+        _rm_knowledge(state, chunks, source, category, scope, as_json)
+        return
 
     async def run(memoir: Memoir) -> Any:
         return await memoir.documents.remove(list(targets), scope=_scope(state, scope), purge=purge)
@@ -206,6 +232,32 @@ def rm_command(
     print_table(["doc id", "path"], [(d.doc_id, d.path) for d in report.removed])
     if report.purged:
         click.echo(f"purged {report.purged['documents']} documents")
+
+
+def _rm_knowledge(
+    state: CliState,
+    chunks: tuple[str, ...],
+    source: str | None,
+    category: str | None,
+    scope: str | None,
+    as_json: bool,
+) -> None:
+    if source is not None and Path(source).expanduser().is_file():
+        source = str(Path(source).expanduser().resolve())  # files are recorded by full path
+
+    async def run(memoir: Memoir) -> Any:
+        return await memoir.hierarchy.forget(
+            scope=_scope(state, scope), chunk_ids=list(chunks), source=source, category=category
+        )
+
+    removed = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(envelope(forget=removed.model_dump()))
+        return
+    click.echo(
+        f"removed {removed.chunks} chunks and {removed.categories} emptied categories "
+        f"from scope {removed.scope}"
+    )
 
 
 def _print_results(response: Any) -> None:

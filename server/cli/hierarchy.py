@@ -18,6 +18,7 @@ from memory_core.scope import resolve_scope
 from server.cli.inputs import read_stdin_text
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, fail, print_table
+from server.cli.progress import progress_reporter
 
 if TYPE_CHECKING:
     from memory_core.service import Memoir
@@ -77,7 +78,12 @@ def register(cli: click.Group) -> None:
         scope: str | None,
         as_json: bool,
     ) -> None:
-        """Chunk text (a file, - for stdin, or --text) and file it into the category tree."""
+        """Chunk text (a file, - for stdin, or --text) and file it into the category tree.
+
+        Inputs over hierarchy.ingest_batch_bytes stream in batches, one transaction each: a
+        progress bar on a terminal (JSON progress lines on stderr with --json), and an
+        interrupted ingest of the same input resumes after its last stored batch.
+        """
         if (source is None) == (text is None):
             fail(
                 InvalidInputError(
@@ -96,15 +102,23 @@ def register(cli: click.Group) -> None:
             except MemoirError as error:
                 fail(error, as_json=as_json)
 
+        progress = progress_reporter(as_json=as_json)
+
         async def run(memoir: Memoir) -> Any:
             if body is not None:
                 return await memoir.hierarchy.ingest_text(
-                    body, scope=target, source=origin, category=category
+                    body, scope=target, source=origin, category=category, progress=progress
                 )
             assert source is not None  # exactly one of FILE, - or --text (checked above)
-            return await memoir.hierarchy.ingest_file(source, scope=target, category=category)
+            return await memoir.hierarchy.ingest_file(
+                source, scope=target, category=category, progress=progress
+            )
 
-        result = state.run(run, as_json=as_json)
+        try:
+            result = state.run(run, as_json=as_json)
+        finally:
+            if progress is not None:
+                progress.close()
         _finish(result, as_json, {"ingest": result.model_dump(exclude_none=True)})
         if not as_json:
             new = sum(1 for c in result.chunks if not c.already_stored)

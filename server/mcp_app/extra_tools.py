@@ -1,5 +1,5 @@
 """Rarely used tools, registered only with ``server.extra_tools = true`` (they cost tokens in
-every session's tool list): ``list_rules`` and ``search``."""
+every session's tool list): ``list_rules``, ``search`` and ``forget_knowledge``."""
 
 # No `from __future__ import annotations`: the SDK reads these signatures at registration.
 
@@ -13,6 +13,7 @@ from memory_core.service import Memoir
 from server.mcp_app import shaping
 from server.mcp_app.calls import ok_result
 from server.mcp_app.schemas import QueryOutput
+from server.mcp_app.scoping import require_write_scope
 
 if TYPE_CHECKING:
     from server.mcp_app.tools import ToolHost
@@ -21,6 +22,9 @@ __all__ = ["RuleList", "register_extra_tools"]
 
 _READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+_DELETE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
 
@@ -31,6 +35,13 @@ class RuleRow(BaseModel):
     title: str | None
     layer: str | None
     directives: int
+
+
+class KnowledgeRemovalOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    chunks: int
+    categories: int
 
 
 class RuleList(BaseModel):
@@ -86,3 +97,32 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
             return ok_result(out, shaping.query_text(out))
 
         return await host.run(ctx, "search", body, writes=False, decision=decision)
+
+    @app.tool(
+        name="forget_knowledge",
+        description="Remove saved knowledge (ingest): chunks by id, everything from a source, or "
+        'a category with its subtree. Example: {"category": "Ops / Deploys"}',
+        annotations=_DELETE,
+    )
+    async def forget_knowledge(
+        ctx: Context,
+        roots: Roots,
+        chunk_ids: Annotated[list[str], Field(max_length=1000)] = [],  # noqa: B006
+        source: str | None = None,
+        category: str | None = None,
+    ) -> Annotated[CallToolResult, KnowledgeRemovalOut]:
+        decision = host.scope(roots, ctx)
+
+        async def body(memoir: Memoir) -> CallToolResult:
+            removed = await memoir.hierarchy.forget(
+                scope=require_write_scope(decision),
+                chunk_ids=chunk_ids,
+                source=source,
+                category=category,
+            )
+            out = KnowledgeRemovalOut(chunks=removed.chunks, categories=removed.categories)
+            return ok_result(
+                out, f"removed {out.chunks} chunks and {out.categories} emptied categories"
+            )
+
+        return await host.run(ctx, "forget_knowledge", body, writes=True, decision=decision)

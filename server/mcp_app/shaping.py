@@ -203,7 +203,9 @@ def ingest_output_from_hierarchy(result: Any) -> IngestOutput:
     """Shape the hierarchy core's ``IngestResult`` (status ``ok``)."""
     return IngestOutput(
         engine="hierarchy",
-        stored=sum(1 for c in result.chunks if not c.already_stored),
+        stored=result.stream.new_chunks
+        if result.stream is not None
+        else sum(1 for c in result.chunks if not c.already_stored),
         categories=sorted({c.category_path for c in result.chunks}),
         model=_models_used(result.model_used),
         warnings=list(result.warnings),

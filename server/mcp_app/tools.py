@@ -3,7 +3,7 @@
 Canonical names: ``query_directives``, ``detect_context``, ``upsert_markdown`` (rules),
 ``ingest``, ``query`` (knowledge). The spec's ``memory.rules.*`` spellings are not registered:
 dots are not valid in tool names for several clients, and one name per tool keeps the list small.
-``list_rules`` and ``search`` are extra tools behind ``server.extra_tools``.
+``list_rules``, ``search`` and ``forget_knowledge`` are extra tools behind ``server.extra_tools``.
 
 A tool body validates, resolves the scope, calls the facade, and shapes the result; nothing else.
 Descriptions are written for the model that calls them.
@@ -24,6 +24,7 @@ from mcp_types import CallToolResult, ListRootsResult, ToolAnnotations
 from pydantic import Field
 
 from memory_core.errors import InvalidInputError, MemoirError
+from memory_core.hierarchy.limits import check_ingest_size
 from memory_core.input_limits import check_path_lengths, os_error_as_input_error
 from memory_core.service import Memoir
 from server.logging_setup import sanitize
@@ -39,6 +40,7 @@ from server.mcp_app.calls import (
     root_uris,
     scope_for,
 )
+from server.mcp_app.jobs import JOBS_URI, IngestJob, IngestJobs, register_jobs_resource
 from server.mcp_app.notify import announce_rules_changed
 from server.mcp_app.runtime import MemoirRuntime, refuse_unwritable
 from server.mcp_app.schemas import (
@@ -65,7 +67,7 @@ DEFAULT_TOOLS = (
     "query",
     *MEMORY_TOOLS,
 )
-EXTRA_TOOLS = ("list_rules", "search")
+EXTRA_TOOLS = ("list_rules", "search", "forget_knowledge")
 
 _READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -170,6 +172,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
     """Register the default tools (and the extra ones when ``extra``) on ``app``."""
     host = ToolHost(runtime)
     settings = runtime.settings
+    jobs = IngestJobs()
 
     @app.tool(
         name="query_directives",
@@ -299,14 +302,34 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
     ) -> Annotated[CallToolResult, IngestOutput]:
         decision = host.scope(roots, ctx)
 
+        async def progress(done: Any) -> None:  # a no-op unless the client sent progressToken
+            await ctx.report_progress(
+                done.bytes_done,
+                done.bytes_total,
+                f"{done.chunks_done} chunks in {done.batches_done} batches",
+            )
+
         async def body(memoir: Memoir) -> CallToolResult:
             scope = require_write_scope(decision)
+            model = engines.sampling_model(ctx, settings)
+            if len(text.encode("utf-8")) > settings.hierarchy.background_ingest_bytes:
+                check_ingest_size(len(text.encode("utf-8")), settings.hierarchy.max_ingest_bytes)
+                job = jobs.start(
+                    lambda job: _ingest_job(memoir, job, text, scope, source, category)
+                )
+                note = (
+                    f"ingest runs in the background as job {job.job_id}: read "
+                    f"{JOBS_URI}{job.job_id} for its progress and result"
+                )
+                out = IngestOutput(engine="hierarchy", stored=0, categories=[], warnings=[note])
+                return ok_result(out, note)
             result = await memoir.hierarchy.ingest_text(
                 text,
                 scope=scope,
                 source=source,
-                model=engines.sampling_model(ctx, settings),
+                model=model,
                 category=category,
+                progress=progress,
             )
             _raise_if_failed(result, f"{len(result.chunks)} chunk(s) were stored before it")
             out = shaping.ingest_output_from_hierarchy(result)
@@ -346,6 +369,8 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
 
     from server.mcp_app.memory_tools import register_memory_tools
 
+    register_jobs_resource(app, jobs)
+
     register_memory_tools(app, runtime)
     if extra:
         _register_extra_tools(app, host)
@@ -355,6 +380,24 @@ def _register_extra_tools(app: MCPServer, host: ToolHost) -> None:
     from server.mcp_app.extra_tools import register_extra_tools
 
     register_extra_tools(app, host)
+
+
+async def _ingest_job(
+    memoir: Memoir, job: IngestJob, text: str, scope: str, source: str | None, category: str | None
+) -> dict[str, Any]:
+    """A background ingest: progress into ``job``, then the tool's output as its result."""
+
+    async def progress(done: Any) -> None:
+        job.progress = done.as_dict()
+
+    result = await memoir.hierarchy.ingest_text(
+        text, scope=scope, source=source, category=category, progress=progress
+    )
+    _raise_if_failed(result, "run the ingest again: it resumes after the last stored batch")
+    out = shaping.ingest_output_from_hierarchy(result).model_dump()
+    if result.stream is not None:
+        out["stream"] = result.stream.model_dump()
+    return dict(out)
 
 
 def _raise_if_failed(result: Any, consequence: str) -> None:
