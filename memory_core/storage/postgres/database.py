@@ -145,6 +145,7 @@ class PgDatabase:
         self._all: list[psycopg.Connection[Any]] = []
         self._guard = threading.Lock()
         self._limiter = anyio.CapacityLimiter(self._size)
+        self.reconnects = 0  # dropped connections replaced (a server restart, a kill)
         self._typed: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 
     # -- connections -----------------------------------------------------------------------
@@ -183,7 +184,21 @@ class PgDatabase:
     def migrate(self) -> list[str]:
         conn = self._take()
         try:
-            applied = _migrate(conn)
+            try:
+                applied = _migrate(conn)
+            except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as exc:
+                raise SchemaError(
+                    f"PostgreSQL at {self.url.redacted()} has no pgvector extension: "
+                    f"{str(exc).strip().splitlines()[0]}",
+                    hint="install pgvector on the server (e.g. the postgresql-<version>-pgvector "
+                    "package) and let the URL's user run CREATE EXTENSION vector, or use a "
+                    "sqlite:///path/to/memoir.db URL",
+                    details={"url": self.url.redacted(), "backend": "postgresql"},
+                ) from exc
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    raise connection_help(self.url, exc) from exc
+                raise _statement_error(self.url, exc) from exc
             if applied:
                 log.info("postgres store migrated", url=self.url.redacted(), applied=applied)
             return applied
@@ -229,7 +244,16 @@ class PgDatabase:
                 )
                 dropped = conn.closed or conn.broken
                 if dropped:
+                    # A restart or a terminated backend: the idle ones are likely gone too.
                     self._forget(conn)
+                    while not self._idle.empty():
+                        self._forget(self._idle.get_nowait())
+                    self.reconnects += 1
+                    log.warning(
+                        "postgres connection lost; reconnecting",
+                        url=self.url.redacted(),
+                        cause=type(exc).__name__,
+                    )
                 else:
                     self._idle.put(conn)
                 if (transient or dropped) and attempt < _RETRIES:
