@@ -21,6 +21,7 @@ from rules_parser.inference import infer_layer, infer_severity, infer_topics, sp
 from rules_parser.issues import IssueSink
 from rules_parser.metadata import MetaValue
 from rules_parser.models import CodeExample, Directive, Format, RuleDocument
+from rules_parser.polarity import heading_polarity, is_label_heading, resolve_polarity
 from rules_parser.structure import (
     DocContext,
     clean_inline,
@@ -133,6 +134,12 @@ def _is_trivial(text: str) -> bool:
     return not words or (len(words) < 2 and not has_code)
 
 
+def starts_imperative(text: str) -> bool:
+    """True when a statement starts with an instruction verb ("Use …", "**Run** …")."""
+    first = re.sub(r"^[^\w']+", "", text).split(" ", 1)[0].lower().strip("*_:,.`")
+    return first.replace("\u2019", "'") in IMPERATIVE_VERBS
+
+
 def is_rule_paragraph(text: str) -> bool:
     """True for a short paragraph that reads as a rule (cue word or imperative start).
 
@@ -165,6 +172,8 @@ class _Collector:
         self.directives: list[Directive] = []
         self.patterns: list[CodeExample] = []
         self.counters: dict[str, int] = {}
+        # Labels in force that are not headings: a "Never:" paragraph before a list.
+        self.labels: tuple[str, ...] = ()
 
     def add(
         self,
@@ -176,6 +185,14 @@ class _Collector:
     ) -> None:
         severity, source = infer_severity(statement)
         _, text = split_severity_marker(statement)
+        labels = (*path[self.key_offset :], *self.labels)
+        polarity, heading_severity = resolve_polarity(
+            text, labels, imperative=starts_imperative(text)
+        )
+        if source == "default" and heading_severity is not None:
+            severity, source = heading_severity, "inferred"
+        elif source == "default" and polarity != "do":
+            severity, source = "MUST", "inferred"  # "No `any` types", "❌ …"
         detail = render_blocks(rest) or None
         examples = [fence_example(f, anti=False) for f in iter_fences(rest)]
         headings = " ".join(path[self.key_offset :])
@@ -188,6 +205,7 @@ class _Collector:
                 text=text,
                 severity=severity,
                 severity_source=source,
+                polarity=polarity,
                 section_path=path,
                 detail=detail,
                 examples=tuple(examples),
@@ -213,15 +231,27 @@ class _Collector:
     def walk(self, blocks: Sequence[Block], path: tuple[str, ...]) -> None:
         previous_produced = False
         anti = False
+        pending_label: str | None = None
         for block in blocks:
             before = len(self.directives)
             if isinstance(block, ListBlock):
+                saved = self.labels
+                if pending_label is not None:
+                    self.labels = (*saved, pending_label)
                 for item in block.items:
                     self._item(item, path)
+                self.labels = saved
+                pending_label = None
             elif isinstance(block, Paragraph):
                 flat = clean_inline(block.text)
                 words = flat.split(maxsplit=1)
                 kind = label_kind(words[0].rstrip(":")) if flat.endswith(":") and words else None
+                # "Never do the following:" before a list gives the list its polarity.
+                pending_label = (
+                    flat.rstrip(":")
+                    if flat.endswith(":") and heading_polarity(flat.rstrip(":")) is not None
+                    else None
+                )
                 if kind in ("example", "anti"):
                     # "Bad:" before a code block marks it as an anti-pattern.
                     anti = kind == "anti"
@@ -248,6 +278,14 @@ class _Collector:
         if statement.endswith(":") and nested:
             label = statement.rstrip(":").strip("*_ ").strip()
             self.walk(rest, (*path, label) if label else path)
+            return
+        if (
+            nested
+            and heading_polarity(statement.rstrip(":")) is not None
+            and is_label_heading(statement)
+        ):
+            # "- 🚫 Never" with sub-items: a label without a colon.
+            self.walk(rest, (*path, statement.strip("*_ ")))
             return
         if not statement or _is_trivial(statement):
             self.walk(nested, path)

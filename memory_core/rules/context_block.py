@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memory_core.rules.models import Citation, DetectedContext, RankedDirective
+from rules_parser.polarity import directive_marker
 
 __all__ = ["PackedBlock", "pack_directives", "render_header"]
 
@@ -58,7 +59,8 @@ def _breadcrumb(directive: RankedDirective) -> str:
 
 def _line(directive: RankedDirective, ref: int, breadcrumbs: bool) -> str:
     text = " ".join(directive.text.split())
-    line = f"- **{directive.severity}** {text} [{ref}]\n"
+    marker = directive_marker(directive.severity, directive.polarity, text)
+    line = f"- **{marker}** {text} [{ref}]\n"
     return line + (_breadcrumb(directive) if breadcrumbs else "")
 
 

@@ -40,6 +40,7 @@ class IndexedDirective:
     rule_id: str
     statement: str
     severity: str
+    polarity: str
     layer: str
     topics: tuple[str, ...]
     topic_set: frozenset[str]  # with broad parents
@@ -145,6 +146,7 @@ def build_index(
             rule_id=rule_id,
             statement=str(meta.get("statement", "")),
             severity=str(meta.get("severity", "SHOULD")),
+            polarity=str(meta.get("polarity", "do")),
             layer=str(meta.get("layer") or ""),
             topics=topics,
             topic_set=topic_set,

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rules_parser.polarity import directive_marker
+
 __all__ = [
     "Citation",
     "DetectedContext",
@@ -144,6 +146,11 @@ class RankedDirective(BaseModel):
     rule_title: str | None = Field(default=None, description="Title of its rule.")
     text: str = Field(description="The directive statement.")
     severity: Literal["MUST", "SHOULD", "MAY"] = Field(description="MUST, SHOULD or MAY.")
+    polarity: Literal["do", "dont", "ask"] = Field(
+        default="do",
+        description="do: an instruction; dont: a prohibition (never do what the text says); "
+        "ask: ask the user before doing it.",
+    )
     layer: str | None = Field(default=None, description="Layer the directive applies to.")
     topics: list[str] = Field(default_factory=list, description="Topics of the directive.")
     source_path: str = Field(description="Rule document the directive comes from.")
@@ -252,6 +259,7 @@ class DirectiveDetail(BaseModel):
     directive_id: str
     text: str
     severity: Literal["MUST", "SHOULD", "MAY"]
+    polarity: Literal["do", "dont", "ask"] = "do"
     section: list[str] = Field(default_factory=list)
     source_path: str
     line_start: int | None = None
@@ -266,6 +274,11 @@ class DirectiveDetail(BaseModel):
     )
     anti_patterns: list[str] = Field(default_factory=list, description="Prose anti-patterns.")
     token_count: int
+
+    @property
+    def marker(self) -> str:
+        """``MUST``, ``MUST NOT``, ``ASK FIRST``…: how the directive is rendered."""
+        return directive_marker(self.severity, self.polarity, self.text)
 
 
 class RuleDetail(BaseModel):

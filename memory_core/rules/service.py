@@ -531,6 +531,7 @@ class RulesService:
             rule_title=rule.title if rule else None,
             text=directive.statement,
             severity=directive.severity,  # type: ignore[arg-type]
+            polarity=directive.polarity,  # type: ignore[arg-type]
             layer=directive.layer or None,
             topics=list(directive.topics),
             source_path=directive.uri,
@@ -589,6 +590,7 @@ class RulesService:
                     directive_id=r.uid,
                     text=str(r.metadata.get("statement", "")),
                     severity=r.metadata.get("severity", "SHOULD"),
+                    polarity=r.metadata.get("polarity", "do"),
                     section=list(r.metadata.get("section_path") or []),
                     source_path=r.uri,
                     line_start=r.start_line,

@@ -294,7 +294,7 @@ def show(state: CliState, rule_id: str, scope: str | None, as_json: bool) -> Non
         click.echo(f"  when: {condition}")
     for directive in detail.directives:
         click.echo(
-            f"- [{directive.severity}] {directive.text}  "
+            f"- [{directive.marker}] {directive.text}  "
             f"({directive.source_path}:{directive.line_start})"
         )
 
