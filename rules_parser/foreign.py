@@ -20,8 +20,14 @@ from rules_parser.frontmatter import FrontMatter
 from rules_parser.inference import infer_layer, infer_severity, infer_topics, split_severity_marker
 from rules_parser.issues import IssueSink
 from rules_parser.metadata import MetaValue
-from rules_parser.models import CodeExample, Directive, Format, RuleDocument
-from rules_parser.polarity import heading_polarity, is_label_heading, resolve_polarity
+from rules_parser.models import CodeExample, Directive, Format, RuleDocument, Severity
+from rules_parser.noise import merge_restatements, noise_kind
+from rules_parser.polarity import (
+    heading_polarity,
+    is_label_heading,
+    resolve_polarity,
+    text_polarity,
+)
 from rules_parser.structure import (
     DocContext,
     clean_inline,
@@ -70,7 +76,31 @@ IMPERATIVE_VERBS = frozenset(
         "follow",
         "format",
         "handle",
+        "import",
         "include",
+        "inject",
+        "isolate",
+        "memoize",
+        "load",
+        "cache",
+        "defer",
+        "batch",
+        "fetch",
+        "guard",
+        "hoist",
+        "pass",
+        "prefix",
+        "provide",
+        "leave",
+        "let",
+        "consider",
+        "stop",
+        "refer",
+        "see",
+        "emit",
+        "expose",
+        "group",
+        "lazy-load",
         "keep",
         "limit",
         "lint",
@@ -174,6 +204,8 @@ class _Collector:
         self.counters: dict[str, int] = {}
         # Labels in force that are not headings: a "Never:" paragraph before a list.
         self.labels: tuple[str, ...] = ()
+        self.context: list[str] = []
+        self.default_severity: Severity | None = None
 
     def add(
         self,
@@ -186,10 +218,21 @@ class _Collector:
         severity, source = infer_severity(statement)
         _, text = split_severity_marker(statement)
         labels = (*path[self.key_offset :], *self.labels)
-        polarity, heading_severity = resolve_polarity(
-            text, labels, imperative=starts_imperative(text)
+        imperative = starts_imperative(text)
+        kind = noise_kind(
+            text,
+            path[self.key_offset :],
+            has_cue=source != "default" or text_polarity(text) is not None,
+            imperative=imperative,
         )
-        if source == "default" and heading_severity is not None:
+        if kind is not None and not self.labels:
+            # Context, not a directive: kept on the document, never ranked.
+            self.context.append(f"{kind}: {text}")
+            return
+        polarity, heading_severity = resolve_polarity(text, labels, imperative=imperative)
+        if source == "default" and self.default_severity is not None:
+            severity = self.default_severity
+        elif source == "default" and heading_severity is not None:
             severity, source = heading_severity, "inferred"
         elif source == "default" and polarity != "do":
             severity, source = "MUST", "inferred"  # "No `any` types", "❌ …"
@@ -244,8 +287,12 @@ class _Collector:
                 pending_label = None
             elif isinstance(block, Paragraph):
                 flat = clean_inline(block.text)
-                words = flat.split(maxsplit=1)
-                kind = label_kind(words[0].rstrip(":")) if flat.endswith(":") and words else None
+                core = flat.strip("*_ ")  # "**Incorrect (why):**" is a label too
+                words = core.split(maxsplit=1)
+                kind = label_kind(core.rstrip(":")) if core.endswith(":") and words else None
+                keeps_link = kind is not None
+                if kind is None and core.endswith(":") and words:
+                    kind = label_kind(words[0].rstrip(":"))
                 # "Never do the following:" before a list gives the list its polarity.
                 pending_label = (
                     flat.rstrip(":")
@@ -253,9 +300,11 @@ class _Collector:
                     else None
                 )
                 if kind in ("example", "anti"):
-                    # "Bad:" before a code block marks it as an anti-pattern.
+                    # "Bad:" / "Incorrect (why):" before a code block marks it as an
+                    # anti-pattern; the block still illustrates the directive just before.
                     anti = kind == "anti"
-                    previous_produced = False
+                    if not keeps_link:  # "Example of a data hook:" is prose, not a label
+                        previous_produced = False
                     continue
                 if is_rule_paragraph(flat):
                     self.add(flat, path, block.line_start, block.line_end)
@@ -293,6 +342,26 @@ class _Collector:
         self.add(statement, path, item.line_start, item.line_end, rest)
 
 
+_IMPACT_SEVERITY: dict[str, Severity] = {
+    "critical": "MUST",
+    "high": "MUST",
+    "medium": "SHOULD",
+    "medium-high": "SHOULD",
+    "low-medium": "MAY",
+    "low": "MAY",
+}
+
+
+def _impact_severity(fm: FrontMatter | None) -> Severity | None:
+    # Rule folders often grade rules with front matter "impact: CRITICAL|HIGH|MEDIUM|LOW".
+    if fm is None:
+        return None
+    for raw_key, value in fm.values.items():
+        if raw_key.strip().lower() == "impact" and isinstance(value, str):
+            return _IMPACT_SEVERITY.get(value.strip().lower())
+    return None
+
+
 def _front_value(fm: FrontMatter | None, key: str) -> MetaValue | None:
     if fm is None:
         return None
@@ -316,6 +385,7 @@ def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocume
     fm = ctx.front_matter
     title_segment = next((s for s in ctx.segments if s.level == 1), None)
     collector = _Collector(ctx, key_offset=1 if title_segment is not None else 0)
+    collector.default_severity = _impact_severity(fm)
     for segment in ctx.segments:
         collector.walk(segment.blocks, segment.path)
 
@@ -359,6 +429,9 @@ def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocume
         topics = tuple(t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:6])
 
     title = title_segment.title if title_segment else None
+    if title is None:
+        title_value = _front_value(fm, "title")
+        title = (title_value.as_text() or None) if title_value else None
     name_value = _front_value(fm, "rule_name")
     rule_name = (slugify(name_value.as_text()) if name_value else "") or rule_name_from_path(
         ctx.path
@@ -377,7 +450,8 @@ def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocume
         always_apply=always_apply,
         description=description,
         mode=roo_mode(ctx.path) if fmt == "roo_rules" else None,
-        directives=tuple(collector.directives),
+        directives=tuple(merge_restatements(collector.directives)),
+        context=tuple(collector.context),
         sections=sections_of(ctx.segments),
         patterns=tuple(collector.patterns),
         content_hash=ctx.content_hash,

@@ -170,6 +170,9 @@ class RuleDocument(BaseModel):
         description: front matter or metadata description, if any.
         mode: the Roo mode for ``.roo/rules-{mode}/`` files, else None.
         directives: the extracted directives in source order.
+        context: lines that inform but instruct nothing (tech-stack inventories, command and
+            file lists, checklist boxes, PR plans, narrative), each prefixed with its kind;
+            kept with the rule, never ranked as directives.
         sections: every heading with its breadcrumb and line.
         patterns: every code block in the document (examples and anti-patterns).
         content_hash: sha256 hex of the text exactly as given.
@@ -192,6 +195,7 @@ class RuleDocument(BaseModel):
     description: str | None = None
     mode: str | None = None
     directives: tuple[Directive, ...] = ()
+    context: tuple[str, ...] = ()
     sections: tuple[Section, ...] = ()
     patterns: tuple[CodeExample, ...] = ()
     content_hash: str

@@ -41,8 +41,12 @@ _ASK_RE = re.compile(
 # Words that make a statement negate itself: rendered as written, with the plain severity.
 _SELF_NEGATION_RE = re.compile(
     r"(?:^|[\s(*_\"'`])(?:never|do\s+not|don'?t|dont|must\s+not|mustn'?t|should\s+not|"
-    r"shouldn'?t|shall\s+not|cannot|can'?t|may\s+not|avoid|refrain\s+from|prohibited|forbidden|"
-    r"not\s+allowed|no\s+longer)\b",
+    r"shouldn'?t|shall\s+not|may\s+not|prohibited|forbidden|not\s+allowed)\b",
+    re.I,
+)
+# "Avoid …" forbids; "Import directly … to avoid loading …" instructs: only a leading one counts.
+_LEADING_AVOID_RE = re.compile(
+    r"^\W*(?:please\s+|always\s+|try\s+to\s+|you\s+should\s+)?(?:avoid|refrain\s+from|stop)\b",
     re.I,
 )
 _LEADING_NO_RE = re.compile(r"^\W*(?:no|not|without|nothing|none)\b(?!\s*[.:,-]?\s*$)", re.I)
@@ -145,9 +149,11 @@ def _normalized(text: str) -> str:
 def negates_itself(text: str) -> bool:
     """True when the statement's own words already say "no" (rendered as written)."""
     flat = _normalized(text)
-    return bool(_SELF_NEGATION_RE.search(flat) or _LEADING_NO_RE.match(flat)) or flat.startswith(
-        _EMOJI_NO
-    )
+    return bool(
+        _SELF_NEGATION_RE.search(flat)
+        or _LEADING_NO_RE.match(flat)
+        or _LEADING_AVOID_RE.match(flat)
+    ) or flat.startswith(_EMOJI_NO)
 
 
 def text_polarity(text: str) -> Polarity | None:

@@ -63,6 +63,9 @@ def condition_key(text: str) -> str:
     return re.sub(r"\s+", " ", text.casefold()).strip()[:300]
 
 
+_CONTEXT_LINES = 60
+
+
 def directive_line(severity: str, text: str, polarity: str = "do") -> str:
     """The compact rendered form of a directive (what the token count is stored for)."""
     return f"- **{directive_marker(severity, polarity, text)}** {text}"
@@ -253,6 +256,8 @@ def build_plan(
         "always_apply": document.always_apply,
         "description": document.description,
         "mode": document.mode,
+        # Inventories, command and file lists, plans, narrative: shown with the rule, not ranked.
+        "context": list(document.context[:_CONTEXT_LINES]),
     }
     return DocumentPlan(
         scope=scope,

@@ -64,6 +64,7 @@ from memory_core.rules.scoring import (
 from memory_core.rules.topics import expand_topics
 from memory_core.scope import find_project_root
 from memory_core.storage.sqlite import rules as rules_sql
+from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
 
@@ -404,9 +405,19 @@ class RulesService:
         scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
         lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
         ranked = []
+        seen_statements: set[frozenset[str]] = set()
+        restated = 0
         # Only what can be shown gets an explanation (building one per candidate is costly).
-        for _, _, item_id in scored[:limit]:
+        for _, _, item_id in scored:
+            if len(ranked) >= limit:
+                break
             directive = index.directives[item_id]
+            # AGENTS.md and CLAUDE.md often say the same thing: one line is enough.
+            statement_key = restatement_key(directive.statement)
+            if statement_key and statement_key in seen_statements:
+                restated += 1
+                continue
+            seen_statements.add(statement_key)
             rule = index.rules.get(directive.rule_id)
             breakdown = score_directive(
                 severity=directive.severity,
