@@ -125,6 +125,9 @@ class RulesService:
         scope: str,
         overwrite: bool = False,
         allowed_roots: Sequence[str] | None = None,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        named_by_user: bool = False,
     ) -> UpsertReport:
         """Ingest rule files (or folders, walked for every supported format).
 
@@ -139,6 +142,12 @@ class RulesService:
             overwrite: replace rules of the same name from other documents (else merge).
             allowed_roots: folders paths must resolve into (default: ``rules.allowed_roots``
                 and the project root of the working directory).
+            include: glob patterns (relative to a walked folder) of files to take whatever
+                they are (``docs/**/*.md``).
+            exclude: glob patterns of files to leave out of a folder walk.
+            named_by_user: the paths come from the person at the shell (the CLI): each is
+                theirs to read, so it is its own allowed root. Paths an agent sends over MCP
+                keep the allowed-roots restriction.
 
         Returns:
             Statistics (Requirement 7.4), warnings and per-document outcomes.
@@ -155,7 +164,13 @@ class RulesService:
         started = time.perf_counter()
         roots = self._roots(allowed_roots)
         cwd = self._cwd
-        loaded = await anyio.to_thread.run_sync(lambda: read_rule_files(paths, roots, cwd=cwd))
+        if named_by_user:
+            for raw in paths:
+                named = self._absolute(raw).resolve()
+                roots.append(named if named.is_dir() else named.parent)
+        loaded = await anyio.to_thread.run_sync(
+            lambda: read_rule_files(paths, roots, cwd=cwd, include=include, exclude=exclude)
+        )
         report = await ingest_loaded(
             self._ctx, loaded, scope=scope, overwrite=overwrite, started=started
         )
