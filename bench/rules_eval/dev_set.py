@@ -54,7 +54,8 @@ def _stem(word: str) -> str:
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased, crudely stemmed words of ``text`` minus stopwords (length > 1)."""
     words = _WORD.findall(text.casefold())
-    return frozenset(_stem(w) for w in words if w not in STOPWORDS and len(w) > 1)
+    stems = (_stem(w) for w in words if w not in STOPWORDS and len(w) > 1)
+    return frozenset(s for s in stems if s not in STOPWORDS)
 
 
 @dataclass(frozen=True)
