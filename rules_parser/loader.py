@@ -157,10 +157,15 @@ def _classify(relative: Path, path: Path, root_name: str) -> tuple[str | None, s
     )
 
 
-def _imports(path: Path, base: Path) -> list[tuple[Path | None, str]]:
-    """Local files an AGENTS.md / CLAUDE.md imports (``@path``) or links to."""
+def _imports(path: Path, base: Path) -> list[tuple[Path, str | None]]:
+    """Local files an AGENTS.md / CLAUDE.md imports (``@path``) or links to.
+
+    Returns:
+        (target, None) for a file to read, (target, why not) for one left out.
+    """
     text = _head(path, MAX_FILE_BYTES)
-    found: list[tuple[Path | None, str]] = []
+    importer = path.relative_to(base).as_posix()
+    found: list[tuple[Path, str | None]] = []
     seen: set[str] = set()
     raw = [m.group("path") for m in _IMPORT_RE.finditer(text)]
     raw += [m.group("path") for m in _LINK_RE.finditer(text)]
@@ -169,19 +174,19 @@ def _imports(path: Path, base: Path) -> list[tuple[Path | None, str]]:
             continue
         seen.add(target)
         if target.startswith("~"):
-            found.append((None, f"{target}: a home-folder import is personal, not the team's"))
+            found.append((Path(target), f"imported by {importer}: a home-folder file is personal"))
             continue
         candidate = (path.parent / target) if not target.startswith("/") else base / target[1:]
         try:
             resolved = candidate.resolve(strict=True)
         except (OSError, RuntimeError):
-            found.append((None, f"{target}: imported but missing"))
+            found.append((candidate, f"imported by {importer} but missing"))
             continue
         if not resolved.is_relative_to(base):
-            found.append((None, f"{target}: imported from outside the folder being read"))
+            found.append((resolved, f"imported by {importer} from outside the folder read"))
             continue
         if resolved.is_file():
-            found.append((resolved, target))
+            found.append((resolved, None))
     return found
 
 
@@ -269,10 +274,11 @@ def discover(
     frontier = [(p, 0) for p in importers]
     while frontier:
         importer, depth = frontier.pop(0)
-        for target, label in _imports(importer, base):
+        for target, why_not in _imports(importer, base):
             rel_importer = importer.relative_to(base).as_posix()
-            if target is None:
-                found.skipped.append((importer, label))
+            if why_not is not None:
+                if not any(p == target for p, _ in found.skipped):
+                    found.skipped.append((target, why_not))
                 continue
             shown = target.relative_to(base).as_posix()
             if exclude and _matches(shown, exclude):
