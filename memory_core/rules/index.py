@@ -31,6 +31,7 @@ class IndexedRule:
     conditions: tuple[str, ...]
     condition_terms: tuple[tuple[tuple[str, float], ...], ...]
     sources: tuple[str, ...]
+    related: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,7 @@ def build_index(
             conditions=conditions,
             condition_terms=tuple(condition_terms(c) for c in conditions),
             sources=tuple(meta.get("sources") or ()),
+            related=tuple(meta.get("related_rules") or ()),
         )
         for topic in meta.get("authoritative_for") or ():
             index.rules_by_authority.setdefault(topic, []).append(rule.rule_id)

@@ -165,6 +165,9 @@ class RankedDirective(BaseModel):
     forced: bool = Field(
         default=False, description="Included as a top MUST regardless of the budget."
     )
+    reason: str = Field(
+        default="", description="Why it was chosen for this task, in a few words (rendered)."
+    )
     ref: int | None = Field(default=None, description="Its [n] marker in the context block.")
 
 
@@ -195,6 +198,11 @@ class RetrievalStats(BaseModel):
     graph_hits: int = Field(default=0, description="Candidates from graph expansion.")
     dropped_for_budget: int = Field(
         default=0, description="Ranked directives left out by the budget."
+    )
+    below_relevance: int = Field(
+        default=0,
+        description="Candidates left out because they were not relevant enough to the task "
+        "(the budget is a ceiling, not a target).",
     )
 
 

@@ -28,11 +28,12 @@ from memory_core.models import utc_now
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
+    STOPWORDS,
     DetectionCache,
     detect_context,
     validate_task,
 )
-from memory_core.rules.dictionaries import build_dictionaries
+from memory_core.rules.dictionaries import build_dictionaries, tokenize
 from memory_core.rules.graph import rule_key
 from memory_core.rules.index import DirectiveIndex, IndexedDirective, build_index
 from memory_core.rules.ingest import ingest_loaded, read_rule_files
@@ -52,6 +53,7 @@ from memory_core.rules.models import (
     UpsertReport,
 )
 from memory_core.rules.paths import escaping_links, validate_virtual_path
+from memory_core.rules.relevance import RelevanceGate, relevance, short_reason
 from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
@@ -59,14 +61,28 @@ from memory_core.rules.scoring import (
     content_stems,
     resolve_weights,
     score_directive,
-    score_total,
+    signal_values,
+    total_of,
 )
-from memory_core.rules.topics import expand_topics
+from memory_core.rules.topics import expand_topics, stem
 from memory_core.scope import find_project_root
 from memory_core.storage.sqlite import rules as rules_sql
 from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
+
+# Relevance gate and how much relevance counts in the final order (tuned on the dev set).
+_GATE = RelevanceGate()
+_RELEVANCE_WEIGHT = 0.0
+
+
+def _met_condition(breakdown: ScoreBreakdown, conditions: Sequence[str]) -> str | None:
+    if breakdown.when_to_apply <= 0:
+        return None
+    for reason in breakdown.reasons:
+        if reason.startswith("when to apply: "):
+            return reason[len("when to apply: ") :].rsplit(" (", 1)[0].strip("'\"")
+    return conditions[0] if conditions else None
 
 
 def _log() -> Any:
@@ -383,6 +399,7 @@ class RulesService:
             ),
             warnings,
             k=self._settings.candidate_k,
+            wait_s=self._settings.embedder_wait_s,
         )
         lexical_ids, nearest_ids, graph_ids = arms.lexical, arms.nearest, arms.graph
         semantic, semantic_ok = arms.similarity, arms.semantic_ok
@@ -400,12 +417,13 @@ class RulesService:
                 }
         wta_cache: dict[int, tuple[float, int]] = {}
         no_rule = frozenset[str]()
-        scored: list[tuple[float, float, int]] = []
+        lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
+        candidates: list[tuple[float, float, float, int]] = []
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
             sim = semantic.get(item_id) if semantic_ok else None
-            total = score_total(
+            values = signal_values(
                 severity=directive.severity,
                 layer=directive.layer,
                 topics=directive.topic_set,
@@ -413,10 +431,25 @@ class RulesService:
                 rule_authoritative_for=rule.authoritative_for if rule else no_rule,
                 semantic=sim,
                 query=features,
-                weights=weights,
                 wta_cache=wta_cache,
             )
-            scored.append((total, sim or 0.0, item_id))
+            rel = relevance(
+                semantic=sim,
+                lexical_rank=lexical_rank.get(item_id),
+                lexical_size=len(lexical_ids),
+                when_to_apply=values[1],
+                authority=values[0],
+                topic_overlap=values[4],
+            )
+            candidates.append((total_of(values, weights), rel, sim or 0.0, item_id))
+        # The budget is a ceiling: only candidates relevant to the task go on to be ranked.
+        candidates.sort(key=lambda c: (-c[1], -c[0], c[3]))
+        keep = _GATE.cut([c[1] for c in candidates])
+        below_relevance = len(candidates) - keep
+        scored = [
+            (total + _RELEVANCE_WEIGHT * rel, sim, item_id)
+            for total, rel, sim, item_id in candidates[:keep]
+        ]
         scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
         lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
         ranked = []
@@ -445,9 +478,20 @@ class RulesService:
                 query=features,
                 weights=weights,
             )
-            ranked.append(
-                self._ranked(index, item_id, breakdown, lexical_set, nearest_set, graph_ids)
+            entry = self._ranked(index, item_id, breakdown, lexical_set, nearest_set, graph_ids)
+            reason = short_reason(
+                shared_words=(
+                    w
+                    for w in dict.fromkeys(tokenize(directive.statement))
+                    if w not in STOPWORDS and len(w) > 2 and stem(w) in features.task_stems
+                ),
+                condition=_met_condition(breakdown, directive.conditions),
+                authority_topics=(rule.authoritative_for if rule else no_rule) & features.topics,
+                topics=directive.topic_set & features.topics,
+                semantic=semantic.get(item_id) if semantic_ok else None,
             )
+            entry = entry.model_copy(update={"reason": reason})
+            ranked.append(entry)
         packed = pack_directives(
             ranked,
             header=render_header(detected),
@@ -473,6 +517,7 @@ class RulesService:
                 semantic_hits=len(nearest_ids),
                 graph_hits=len(graph_ids),
                 dropped_for_budget=packed.dropped_for_budget + max(0, len(scored) - limit),
+                below_relevance=below_relevance,
             ),
             token_budget=budget,
             tokens_used=packed.tokens_used,
@@ -610,7 +655,7 @@ class RulesService:
         return RuleDetail(
             summary=self._summary(index, key),
             when_to_apply=list(rule.conditions),
-            related_rules=[],
+            related_rules=list(rule.related),
             directives=[
                 DirectiveDetail(
                     directive_id=r.uid,

@@ -13,7 +13,7 @@ from memory_core.rules.service import RulesService
 
 pytestmark = pytest.mark.anyio
 
-_LINE = re.compile(r"^- \*\*(?P<marker>[A-Z ]+)\*\* (?P<text>.*?) \[\d+\]$")
+_LINE = re.compile(r"^- \*\*(?P<marker>[A-Z ]+)\*\* (?P<text>.*?) \[\d+\](?: _\(.*\)_)?$")
 
 
 async def test_every_rendered_prohibition_says_not_or_never(
