@@ -62,6 +62,20 @@ _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-rea
     multiple=True,
     help="Folder paths may resolve into (default: rules.allowed_roots and the project root).",
 )
+@click.option(
+    "--include",
+    "include",
+    multiple=True,
+    metavar="GLOB",
+    help="In folders, also take files matching GLOB (e.g. 'docs/**/*.md'); repeatable.",
+)
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="In folders, leave out files matching GLOB (e.g. 'docs/archive/**'); repeatable.",
+)
 @_scope_option
 @_json_option
 @pass_state
@@ -70,15 +84,30 @@ def upsert(
     paths: tuple[str, ...],
     overwrite: bool,
     allowed_roots: tuple[str, ...],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
     scope: str | None,
     as_json: bool,
 ) -> None:
-    """Ingest rule files or folders (walked for every supported format)."""
+    """Ingest rule files or folders.
+
+    A folder is walked for every rule file a team has: AGENTS.md / CLAUDE.md / GEMINI.md at
+    any depth, .cursor/rules, .claude/rules, .windsurf/rules, .clinerules, .roo/rules*,
+    Copilot instructions, markdown with rule front matter or in a rules folder, and the files
+    AGENTS.md / CLAUDE.md import. Every markdown file left out is listed with the reason.
+    Paths you name here are yours to read (no allowed-roots check).
+    """
     target = _scope(state, scope)
 
     async def run(memoir: Memoir) -> Any:
         return await memoir.rules.upsert_markdown(
-            list(paths), scope=target, overwrite=overwrite, allowed_roots=allowed_roots or None
+            list(paths),
+            scope=target,
+            overwrite=overwrite,
+            allowed_roots=allowed_roots or None,
+            include=include,
+            exclude=exclude,
+            named_by_user=True,
         )
 
     report = state.run(run, as_json=as_json)
@@ -297,7 +326,7 @@ def show(state: CliState, rule_id: str, scope: str | None, as_json: bool) -> Non
         click.echo(f"  when: {condition}")
     for directive in detail.directives:
         click.echo(
-            f"- [{directive.severity}] {directive.text}  "
+            f"- [{directive.marker}] {directive.text}  "
             f"({directive.source_path}:{directive.line_start})"
         )
 
