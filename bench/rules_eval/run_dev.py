@@ -365,6 +365,11 @@ async def _dense_vectors(memoir: Memoir, pool: Sequence[Candidate]) -> np.ndarra
     return vectors / np.where(norms == 0, 1, norms)
 
 
+def _ingested(report: Any) -> int:
+    """Documents that gave at least one directive."""
+    return sum(1 for d in report.documents if d.directives)
+
+
 async def evaluate_set(
     set_name: str, tasks: Sequence[ds.Task], budget: int, embedder: str
 ) -> dict[str, Any]:
@@ -466,8 +471,11 @@ async def evaluate_set(
             return {
                 "set": set_name,
                 "files": len(files),
-                "documents_folder": folder.documents_processed,
-                "documents_files": named.documents_processed,
+                "documents_folder": _ingested(folder),
+                "documents_files": _ingested(named),
+                "skipped_folder": [
+                    f"{d.path} ({d.status})" for d in folder.documents if not d.directives
+                ],
                 "directives_files": len(pool),
                 "oracle_directives": len(oracle),
                 "tasks": len(tasks),
@@ -540,8 +548,8 @@ def main() -> None:
     for name in names:
         out = anyio.run(evaluate_set, name, by_set[name], args.budget, args.embedder)
         print(
-            f"{name}: {out['files']} files, folder upsert ingested {out['documents_folder']} "
-            f"documents, naming every file {out['documents_files']} "
+            f"{name}: {out['files']} files; documents giving directives: folder upsert "
+            f"{out['documents_folder']}, naming every file {out['documents_files']} "
             f"({out['directives_files']} directives); {out['tasks']} tasks",
             file=sys.stderr,
         )
