@@ -354,6 +354,8 @@ class MemoryService:
         body = {
             "kind": kind,
             "runner": self.runner.name,
+            # the engine's own id (Burr app id, Temporal workflow id), to inspect or resume
+            **({"runner_run_id": outcome.run_id} if outcome.run_id else {}),
             "pipeline_revision": self.pipeline_revision,
             "status": outcome.status,
             "input": input_summary,
