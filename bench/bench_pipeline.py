@@ -5,7 +5,7 @@
 For each store (in-memory, SQLite file), in the same process:
 
 - ``memorize``: synthetic conversations (5 statements each, Zipf vocabulary) spread over
-  20 users of one org until the store holds ``--items`` items, through the whole default
+  20 users of one org until the store holds ``--items`` items (near-duplicates merge), through the whole default
   pipeline (ingest, preprocess, extract, dedupe against the scope, categorise, intention,
   persist with category summaries and anchors, run log). Baseline: the same items written
   straight through the store port (``upsert_items`` with the same embeddings), the least work
@@ -102,15 +102,21 @@ def run(backend: str, items: int, queries: int, embedder: str, folder: Path) -> 
     words = _vocabulary(rng)
     service = _service(backend, folder, embedder)
     chats: list[tuple[dict[str, str], list[str]]] = []
-    while sum(len(c[1]) for c in chats) < items:
-        user = USERS[len(chats) % len(USERS)]
-        chats.append(
-            ({"org_id": "acme", "user_id": user}, [_sentence(rng, words) for _ in range(5)])
-        )
-    started = time.perf_counter()
-    for scope, sentences in chats:
-        service.memorize(scope, conversation=[{"role": "user", "content": " ".join(sentences)}])
-    memorize_s = time.perf_counter() - started
+    # near-duplicate statements merge, so conversations are added until the store holds
+    # ``items`` items (the count check is outside the timed calls)
+    memorize_s = 0.0
+    everyone = {"org_id": ("acme",), "user_id": None}
+    while service.store.count_items(everyone) < items:
+        batch = []
+        for _ in range(50):
+            user = USERS[len(chats) % len(USERS)]
+            chat = ({"org_id": "acme", "user_id": user}, [_sentence(rng, words) for _ in range(5)])
+            chats.append(chat)
+            batch.append(chat)
+        started = time.perf_counter()
+        for scope, sentences in batch:
+            service.memorize(scope, conversation=[{"role": "user", "content": " ".join(sentences)}])
+        memorize_s += time.perf_counter() - started
     stored = service.store.count_items({"org_id": ("acme",), "user_id": None})
 
     baseline = _service(backend, folder, embedder)
@@ -157,9 +163,9 @@ def run(backend: str, items: int, queries: int, embedder: str, folder: Path) -> 
     return {
         "backend": backend,
         "items": stored,
-        "memorize_items_per_s": stored / memorize_s,
+        "memorize_items_per_s": 5 * len(chats) / memorize_s,
         "memorize_resources_per_s": len(chats) / memorize_s,
-        "baseline_items_per_s": stored / baseline_s,
+        "baseline_items_per_s": 5 * len(chats) / baseline_s,
         "retrieve_p50_ms": statistics.median(ours),
         "retrieve_p95_ms": _pct(ours, 0.95),
         "plain_p50_ms": statistics.median(plain),
@@ -181,8 +187,8 @@ def main() -> None:
             r = run(backend, items, queries, args.embedder, Path(tmp))
             print(
                 f"{r['backend']:>6} items={r['items']}  memorize {r['memorize_items_per_s']:.0f} "
-                f"items/s ({r['memorize_resources_per_s']:.1f} conversations/s) vs direct "
-                f"write {r['baseline_items_per_s']:.0f} items/s: ratio "
+                f"statements/s ({r['memorize_resources_per_s']:.1f} conversations/s) vs direct "
+                f"write {r['baseline_items_per_s']:.0f} statements/s: ratio "
                 f"{r['baseline_items_per_s'] / r['memorize_items_per_s']:.1f}x slower"
             )
             print(

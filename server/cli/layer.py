@@ -259,6 +259,74 @@ def register(cli: click.Group) -> None:
 
         _with_service(layer_path, as_json, run)
 
+    def _step_from_json(raw: str) -> Any:
+        from memory_core.pipeline.editing import step
+
+        try:
+            data = json.loads(raw)
+            return step(
+                data["step_id"],
+                data["impl"],
+                data.get("role", data["impl"]),
+                data.get("requires", ()),
+                data.get("produces", ()),
+                data.get("capabilities", ()),
+                **data.get("config", {}),
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise InvalidInputError(
+                f"--step is not a step spec: {exc}",
+                hint='pass JSON like {"step_id": "rerank2", "impl": "verify_rerank", '
+                '"role": "verify", "requires": ["candidates"], "produces": ["ranked"], '
+                '"capabilities": ["llm"], "config": {"keep": 5}}',
+            ) from exc
+
+    @pipeline.command("insert")
+    @_layer_option
+    @click.option("--after", "after", metavar="STEP_ID", help="Insert after this step.")
+    @click.option("--before", "before", metavar="STEP_ID", help="Insert before this step.")
+    @click.option("--step", "step_json", required=True, help="The new step as JSON.")
+    @_json_option
+    def insert(
+        layer_path: Path, after: str | None, before: str | None, step_json: str, as_json: bool
+    ) -> None:
+        """Insert a step (a built-in impl with its own id and config) before or after another."""
+
+        def run(service: Any) -> None:
+            if (after is None) == (before is None):
+                raise InvalidInputError(
+                    "pass exactly one of --after or --before", hint="e.g. --after recall_items"
+                )
+            spec = _step_from_json(step_json)
+            new = (
+                service.insert_after(after, spec)
+                if after is not None
+                else service.insert_before(before, spec)
+            )
+            if as_json:
+                emit_json(envelope(True, revision=new))
+            else:
+                click.echo(f"revision {new}")
+
+        _with_service(layer_path, as_json, run)
+
+    @pipeline.command("replace")
+    @_layer_option
+    @click.argument("step_id")
+    @click.option("--step", "step_json", required=True, help="The replacing step as JSON.")
+    @_json_option
+    def replace(layer_path: Path, step_id: str, step_json: str, as_json: bool) -> None:
+        """Replace STEP_ID by another step (validated like every change)."""
+
+        def run(service: Any) -> None:
+            new = service.replace(step_id, _step_from_json(step_json))
+            if as_json:
+                emit_json(envelope(True, revision=new))
+            else:
+                click.echo(f"revision {new}")
+
+        _with_service(layer_path, as_json, run)
+
     @pipeline.command("remove")
     @_layer_option
     @click.argument("step_id")

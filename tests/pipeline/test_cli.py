@@ -81,8 +81,31 @@ def test_memorize_retrieve_evolve_and_pipeline_commands(tmp_path: Path) -> None:
     broken = memoir("pipeline", "remove", "extract_items", cwd=tmp_path)
     assert broken.returncode != 0 and "dedupe_merge" in broken.stderr
     assert _json(memoir("pipeline", "rollback", "1", "--json", cwd=tmp_path))["revision"] == 3
+    second_pass = json.dumps(
+        {"step_id": "rerank_again", "impl": "verify_rerank", "role": "verify",
+         "requires": ["ranked"], "produces": ["ranked"], "config": {"keep": 1}}
+    )  # fmt: skip
+    bad = memoir("pipeline", "insert", "--before", "recall_items", "--step", second_pass,
+                 cwd=tmp_path)  # fmt: skip
+    assert bad.returncode != 0 and "rerank_again" in bad.stderr and "ranked" in bad.stderr
+    assert _json(memoir("pipeline", "insert", "--after", "verify_rerank", "--step", second_pass,
+                        "--json", cwd=tmp_path))["revision"] == 4  # fmt: skip
+    one = _json(memoir("retrieve", *alice, "tea payments", "--json", cwd=tmp_path))
+    assert len(one["items"]) == 1
+    keep_two = json.dumps(
+        {
+            "step_id": "rerank_two",
+            "impl": "verify_rerank",
+            "role": "verify",
+            "requires": ["ranked"],
+            "produces": ["ranked"],
+            "config": {"keep": 2},
+        }
+    )
+    assert _json(memoir("pipeline", "replace", "rerank_again", "--step", keep_two, "--json",
+                        cwd=tmp_path))["revision"] == 5  # fmt: skip
     listed = _json(memoir("pipeline", "revisions", "--json", cwd=tmp_path))
-    assert [r["revision"] for r in listed["revisions"]] == [1, 2, 3]
+    assert [r["revision"] for r in listed["revisions"]] == [1, 2, 3, 4, 5]
 
 
 def test_a_missing_layer_file_is_a_clear_error(tmp_path: Path) -> None:

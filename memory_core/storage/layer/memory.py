@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import heapq
 import math
 import re
 import threading
@@ -220,10 +221,9 @@ class InMemoryLayerStore:
                 if item_id in in_scope
             }
             scores = bm25_scores(terms, self._postings, self._lengths, self._counts, in_scope)
-        ranked = sorted(
-            ((i, s) for i, s in scores.items() if i in candidates), key=lambda p: (-p[1], p[0])
+        return heapq.nsmallest(
+            k, ((i, s) for i, s in scores.items() if i in candidates), key=lambda p: (-p[1], p[0])
         )
-        return ranked[:k]
 
     def upsert_categories(self, rows: Sequence[CategoryRow]) -> None:
         with self._lock:
