@@ -115,12 +115,7 @@ def test_the_library_never_writes_to_stdout(tmp_path: Path, logging_setup: str) 
 
 
 def test_the_readme_python_snippet_runs_on_a_fresh_store(tmp_path: Path) -> None:
-    # the Memoir facade's snippet (the memory layer and its runners have their own)
-    [snippet] = [
-        block
-        for block in re.findall(r"```python\n(.*?)```", README, flags=re.S)
-        if "Memoir.open" in block
-    ]
+    [snippet] = re.findall(r"```python\n(.*?)```", README, flags=re.S)
     (tmp_path / "snippet.py").write_text(snippet, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
     env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
