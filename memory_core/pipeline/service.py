@@ -268,6 +268,9 @@ class MemoryService:
 
     def close(self) -> None:
         self.store.close()
+        close_runner = getattr(self.runner, "close", None)  # Temporal's worker and dev server
+        if close_runner is not None:
+            close_runner()
 
     # -- runs -------------------------------------------------------------------------------
 
