@@ -25,8 +25,8 @@ line within the directive's ``line_start..line_end``; if the directive carries n
 fuzzy text match instead (same file when known, and ≥ 0.6 of the label line's content words
 found in the directive text, or a difflib ratio ≥ 0.8 of the normalised texts).
 
-A source line is a prohibition when it is labelled so, or (for unlabelled lines) when it or
-its nearest heading reads as one (``do not``, ``don't``, ``never``, ``avoid``, ``NOT``,
+A directive's source is a prohibition when its first source line is labelled so, or (for
+unlabelled lines) when that line or its nearest heading reads as one (``do not``, ``don't``, ``never``, ``avoid``, ``NOT``,
 ``forbidden``, ``no …``); the rendered text reads as positive when it has none of those words.
 
 Run: ``.venv/bin/python bench/rules_eval/run_dev.py [--budget 900] [--sets a,b] [--json out]
@@ -64,11 +64,13 @@ import dev_set as ds  # noqa: E402
 
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
+from memory_core.errors import EmptyKnowledgeGraphError  # noqa: E402
 from memory_core.rules.context_block import pack_directives  # noqa: E402
 from memory_core.rules.models import RankedDirective, ScoreBreakdown  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 
+SHOW_POLARITY = False
 _ENV = {k: v for k, v in os.environ.items() if k.startswith("MEMOIR_RULES__")}
 HEADER = "## Project rules for this task\n"
 METHODS = (
@@ -86,9 +88,11 @@ _NEG = re.compile(
     r"cannot|can't|without|instead of|rather than|nor)\b",
     re.IGNORECASE,
 )
+# A heading that announces prohibitions ("Do Not", "What NOT to do", "Never do",
+# "7. Common pitfalls to avoid", "⚠️ Do NOT use …"), not one that merely contains "never".
 _NEG_HEADING = re.compile(
-    r"\b(don't|do not|never|avoid|not|pitfalls|anti-?patterns?|forbidden|mistakes)\b",
-    re.IGNORECASE,
+    r"^(what\s+)?(not|don'?t|do not|never|avoid|anti-?patterns?|forbidden|prohibited|"
+    r"(common\s+)?(pitfalls|mistakes))\b|\b(DO NOT|NOT)\b",
 )
 
 
@@ -170,20 +174,22 @@ def matches(c: Candidate, label: ds.Label) -> bool:
 def source_is_prohibition(c: Candidate, set_name: str, labels: dict[tuple[str, int], bool]) -> bool:
     if c.file is None or c.line_start is None:
         return bool(_NEG.search(c.text))
-    end = c.line_end if c.line_end is not None else c.line_start
-    for line in range(c.line_start, end + 1):
-        if (c.file, line) in labels:
-            return labels[(c.file, line)]
+    # The directive's first source line decides (a multi-line span may hold sub-bullets of
+    # the other polarity).
+    if (c.file, c.line_start) in labels:
+        return labels[(c.file, c.line_start)]
     try:
         lines = ds.read_lines(set_name, c.file)
     except OSError:
         return False
-    span = " ".join(lines[c.line_start - 1 : end])
-    if _NEG.search(span):
+    if c.line_start > len(lines):
+        return False
+    if _NEG.search(lines[c.line_start - 1]):
         return True
     for line in reversed(lines[: c.line_start - 1]):
         if line.lstrip().startswith("#"):
-            return bool(_NEG_HEADING.search(line))
+            title = re.sub(r"^[^A-Za-z]+", "", line.strip().lstrip("#"))
+            return bool(_NEG_HEADING.search(title) or _NEG_HEADING.search(title.casefold()))
     return False
 
 
@@ -259,11 +265,15 @@ def _score(
 ) -> TaskResult:
     found = sum(1 for label in task.labels if any(matches(c, label) for c in chosen))
     useful = sum(1 for c in chosen if any(matches(c, label) for label in task.labels))
-    errors = sum(
-        1
+    flipped = [
+        (c, text)
         for c, text in zip(chosen, rendered, strict=True)
         if source_is_prohibition(c, task.set, polarity) and reads_positive(text)
-    )
+    ]
+    if SHOW_POLARITY:
+        for c, text in flipped:
+            print(f"  polarity {task.set}/{c.file}:{c.line_start}: {text[:100]}", file=sys.stderr)
+    errors = len(flipped)
     return TaskResult(
         recall=found / len(task.labels),
         precision=useful / len(chosen) if chosen else 0.0,
@@ -355,6 +365,11 @@ async def _dense_vectors(memoir: Memoir, pool: Sequence[Candidate]) -> np.ndarra
     return vectors / np.where(norms == 0, 1, norms)
 
 
+def _ingested(report: Any) -> int:
+    """Documents that gave at least one directive."""
+    return sum(1 for d in report.documents if d.directives)
+
+
 async def evaluate_set(
     set_name: str, tasks: Sequence[ds.Task], budget: int, embedder: str
 ) -> dict[str, Any]:
@@ -389,9 +404,13 @@ async def evaluate_set(
             results: dict[str, list[TaskResult]] = {m: [] for m in METHODS}
             for task in tasks:
                 for scope, method in (("folder", "memoir:folder"), ("files", "memoir:files")):
-                    answer = await service.query_directives(
-                        task.task, scope=scope, token_budget=budget
-                    )
+                    try:
+                        answer = await service.query_directives(
+                            task.task, scope=scope, token_budget=budget
+                        )
+                    except EmptyKnowledgeGraphError:  # nothing was ingested: an empty block
+                        results[method].append(TaskResult(0.0, 0.0, 0, 0, 0, task.paraphrased))
+                        continue
                     chosen = [
                         Candidate(
                             uid=d.directive_id,
@@ -452,8 +471,11 @@ async def evaluate_set(
             return {
                 "set": set_name,
                 "files": len(files),
-                "documents_folder": folder.documents_processed,
-                "documents_files": named.documents_processed,
+                "documents_folder": _ingested(folder),
+                "documents_files": _ingested(named),
+                "skipped_folder": [
+                    f"{d.path} ({d.status})" for d in folder.documents if not d.directives
+                ],
                 "directives_files": len(pool),
                 "oracle_directives": len(oracle),
                 "tasks": len(tasks),
@@ -508,7 +530,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the summary here")
     parser.add_argument("--no-sample", action="store_true", help="skip the sample_rules row")
     parser.add_argument("--per-set", action="store_true", help="print every set's rows")
+    parser.add_argument(
+        "--show-polarity", action="store_true", help="print each polarity error (stderr)"
+    )
     args = parser.parse_args()
+    global SHOW_POLARITY
+    SHOW_POLARITY = args.show_polarity
     tasks = ds.load_tasks()
     by_set: dict[str, list[ds.Task]] = defaultdict(list)
     for task in tasks:
@@ -521,8 +548,8 @@ def main() -> None:
     for name in names:
         out = anyio.run(evaluate_set, name, by_set[name], args.budget, args.embedder)
         print(
-            f"{name}: {out['files']} files, folder upsert ingested {out['documents_folder']} "
-            f"documents, naming every file {out['documents_files']} "
+            f"{name}: {out['files']} files; documents giving directives: folder upsert "
+            f"{out['documents_folder']}, naming every file {out['documents_files']} "
             f"({out['directives_files']} directives); {out['tasks']} tasks",
             file=sys.stderr,
         )

@@ -19,6 +19,7 @@ import anyio
 import structlog
 
 from memory_core.errors import (
+    ConfigError,
     EmptyKnowledgeGraphError,
     InvalidInputError,
     NotFoundError,
@@ -109,6 +110,20 @@ class RulesService:
         self._detections = DetectionCache(ttl_s=self._settings.detection_cache_ttl_s)
         self._run_recorder: RunRecorder | None = None
 
+    def _require_sqlite(self) -> None:
+        """Rules are stored through SQLite's own tables (``storage/sqlite/rules.py``) until
+        they move onto the storage ports; any other backend says so instead of failing late."""
+        store = self._ctx.store
+        if store.backend != "sqlite":
+            raise ConfigError(
+                f"rules (upsert, query, detect, list, show, remove) need a SQLite store for now; "
+                f"{store.url.redacted()} is a {store.backend} store",
+                hint="keep rules in a SQLite store: pass --db sqlite:///path/to/memoir.db to "
+                "`memoir rules …` (documents, the category hierarchy and memories work on "
+                f"{store.backend})",
+                details={"backend": store.backend, "unsupported": "rules"},
+            )
+
     @property
     def _runs(self) -> RunRecorder:
         # Made on first use: constructing the service must not touch the store.
@@ -172,6 +187,7 @@ class RulesService:
             InvalidInputError: no path was given.
             LimitExceededError: a path longer than ``limits.path_chars``.
         """
+        self._require_sqlite()
         if not paths:
             raise InvalidInputError(
                 "no rule document paths given", hint="pass one or more files or folders"
@@ -212,6 +228,7 @@ class RulesService:
             InvalidInputError: empty text or an invalid path.
             PathNotAllowedError: an absolute path or one with ``..``.
         """
+        self._require_sqlite()
         from rules_parser import parse
 
         started = time.perf_counter()
@@ -309,6 +326,7 @@ class RulesService:
         Raises:
             InvalidInputError: the task is empty or too long.
         """
+        self._require_sqlite()
         started = time.perf_counter()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
         index = await self._index(scope)
@@ -356,6 +374,7 @@ class RulesService:
             InvalidInputError: empty task, or a non-positive budget / max_items.
             EmptyKnowledgeGraphError: no rules in this scope yet (Requirement 11.1).
         """
+        self._require_sqlite()
         started = time.perf_counter()
         started_at = utc_now()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
@@ -582,6 +601,7 @@ class RulesService:
         Raises:
             InvalidInputError: ``limit`` is below 1.
         """
+        self._require_sqlite()
         if limit < 1:
             raise InvalidInputError(
                 f"limit must be at least 1 (got {limit})", hint="pass --limit 1 or more"
@@ -628,6 +648,7 @@ class RulesService:
 
     async def list_rules(self, *, scope: str) -> list[RuleSummary]:
         """Every rule of the scope with its sources and directive count."""
+        self._require_sqlite()
         index = await self._index(scope)
         return [self._summary(index, rule_id) for rule_id in sorted(index.rules)]
 
@@ -651,6 +672,7 @@ class RulesService:
         Raises:
             NotFoundError: no such rule in the scope (the hint lists some that exist).
         """
+        self._require_sqlite()
         index = await self._index(scope)
         key = rule_id if rule_id in index.rules else rule_key(rule_id)
         if key not in index.rules:
@@ -694,6 +716,7 @@ class RulesService:
         Raises:
             NotFoundError: neither a rule id nor a stored document path.
         """
+        self._require_sqlite()
         value = rule_id_or_path.strip()
 
         def remove(conn: Any) -> tuple[list[str], int, int]:

@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ from memory_core.errors import MemoirError
 from memory_core.scope import resolve_scope
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, print_table
+
+if TYPE_CHECKING:
+    from memory_core.service import Memoir
 
 __all__ = ["register", "rules"]
 
@@ -96,7 +99,7 @@ def upsert(
     """
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.upsert_markdown(
             list(paths),
             scope=target,
@@ -146,7 +149,7 @@ def detect(
     tasks = _tasks(task, use_stdin)
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> list[Any]:
+    async def run(memoir: Memoir) -> list[Any]:
         out: list[Any] = []
         for text in tasks:
             try:
@@ -214,7 +217,7 @@ def query(
     tasks = _tasks(task, use_stdin)
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> list[Any]:
+    async def run(memoir: Memoir) -> list[Any]:
         # A one-shot command can wait for the model; a server never does.
         # On failure the query itself reports "semantic ranking unavailable".
         with contextlib.suppress(MemoirError):
@@ -278,7 +281,7 @@ def list_rules(state: CliState, scope: str | None, as_json: bool) -> None:
     """Every rule in the scope."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.list_rules(scope=target)
 
     found = state.run(run, as_json=as_json)
@@ -309,7 +312,7 @@ def show(state: CliState, rule_id: str, scope: str | None, as_json: bool) -> Non
     """One rule with its directives."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.get_rule(rule_id, scope=target)
 
     detail = state.run(run, as_json=as_json)
@@ -338,7 +341,7 @@ def remove(state: CliState, rule_id_or_path: str, scope: str | None, as_json: bo
     """Remove a rule (all its documents) or one document by its recorded path."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.remove_rule(rule_id_or_path, scope=target)
 
     report = state.run(run, as_json=as_json)
@@ -360,7 +363,7 @@ def runs(state: CliState, limit: int, scope: str | None, as_json: bool) -> None:
     """Recent query_directives runs: task, context, counts, tokens, latency."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.list_query_runs(scope=target, limit=limit)
 
     found = state.run(run, as_json=as_json)
