@@ -472,7 +472,7 @@ class RulesService:
         ]
         scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
         lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
-        ranked = []
+        ranked: list[RankedDirective] = []
         seen_statements: set[frozenset[str]] = set()
         restated = 0
         # Only what can be shown gets an explanation (building one per candidate is costly).
