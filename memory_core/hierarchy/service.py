@@ -210,7 +210,7 @@ class HierarchyService:
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
         raw = text.encode("utf-8")
         check_ingest_size(len(raw), self.settings.max_ingest_bytes)
-        if len(raw) > self.settings.ingest_batch_bytes:
+        if len(raw) > self.settings.ingest_batch_bytes and await self._streams():
             digest = hashlib.sha256(raw).hexdigest()
             return await self._ingest_streamed(
                 io.BytesIO(raw), len(raw), digest, scope, source, model, category, progress
@@ -392,7 +392,7 @@ class HierarchyService:
         try:
             size = file.stat().st_size
             check_ingest_size(size, self.settings.max_ingest_bytes, what=str(file))
-            if size > self.settings.ingest_batch_bytes:
+            if size > self.settings.ingest_batch_bytes and await self._streams():
                 with file.open("rb") as stream:
                     digest = file_digest(stream)
                     return await self._ingest_streamed(
@@ -415,6 +415,12 @@ class HierarchyService:
             category=category,
             progress=progress,
         )
+
+    async def _streams(self) -> bool:
+        """Whether this store streams large inputs (the transitional PostgreSQL and MySQL
+        hierarchy tables do not: there an input up to ``hierarchy.max_ingest_bytes`` is
+        ingested in one go)."""
+        return isinstance(await self.store(), PortHierarchyStore)
 
     async def _ingest_streamed(
         self,
@@ -493,7 +499,8 @@ class HierarchyService:
         Raises:
             InvalidInputError: nothing to remove was named, or the category does not exist
                 (the message lists the top-level categories).
-            ConfigError: the store has no removal (the transitional PostgreSQL / MySQL tables).
+            ConfigError: the store has no removal (the transitional PostgreSQL and MySQL
+                hierarchy tables).
         """
         scope = validate_scope(scope)
         if not chunk_ids and source is None and category is None:
@@ -505,7 +512,7 @@ class HierarchyService:
         if not isinstance(store, PortHierarchyStore):
             raise ConfigError(
                 f"removing knowledge is not available on the {store.backend} hierarchy tables",
-                hint="use SQLite or PostgreSQL (the shared store)",
+                hint="use a SQLite store, where knowledge lives on the shared store",
             )
         categories = [] if category is None else [await self._category_id(store, scope, category)]
         removed = await store.remove_chunks(

@@ -80,7 +80,7 @@ async def ingest_stream(
         raise ConfigError(
             f"streamed ingest needs the shared store; the {store.backend} hierarchy tables "
             "take inputs up to hierarchy.ingest_batch_bytes in one call",
-            hint="split the input, or use SQLite or PostgreSQL",
+            hint="split the input, or use a SQLite store",
         )
     settings = service.settings
     resource_id, state = await store.ingest_resource(
