@@ -437,9 +437,15 @@ class HierarchyService:
         agents = self.agents(model)
         result = IngestResult(scope=scope, source=source, timestamp=utc_now())
         store = await self._checked_store(scope)
+        if not isinstance(store, PortHierarchyStore):  # callers check _streams() first
+            raise ConfigError(
+                f"streamed ingest needs the shared store, not the {store.backend} tables",
+                hint="use a SQLite store, or keep inputs under hierarchy.ingest_batch_bytes",
+            )
         try:
             await ingest_stream(
                 self,
+                store,
                 stream,
                 digest=digest,
                 size=size,
