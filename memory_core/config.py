@@ -158,6 +158,12 @@ class RulesSettings(_Section):
         300.0, ge=0, description="How long a detected context is reused (Requirement 10.4)."
     )
     max_task_chars: int = Field(8000, ge=1, description="Longest task description accepted.")
+    embedder_wait_s: float = Field(
+        5.0,
+        ge=0,
+        description="How long a query waits for the embedding model to finish loading before "
+        "ranking without it (the first call of a session; 0 never waits).",
+    )
 
 
 class HierarchySettings(_Section):

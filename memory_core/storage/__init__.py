@@ -41,9 +41,18 @@ def create_store(
         from memory_core.storage.sqlite.store import SqliteStore
 
         return SqliteStore(parsed, settings, search=search, scope_schema=scope_schema)
+    if parsed.backend == "postgresql":
+        try:
+            from memory_core.storage.postgres.store import PgStore
+        except ImportError as exc:  # psycopg is an extra
+            raise ConfigError(
+                f"PostgreSQL support is not installed ({parsed.redacted()}): {exc}",
+                hint="install it with `pip install 'memoir[postgres]'`",
+            ) from exc
+        return PgStore(parsed, settings, search=search, scope_schema=scope_schema)
     raise ConfigError(
         f"the {parsed.backend} backend does not implement the full store yet ({parsed.redacted()})",
-        hint="use a sqlite:///path/to/memoir.db URL",
+        hint="use a sqlite:///path/to/memoir.db or postgresql://user@host/db URL",
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from memory_core.errors import ConfigError
 
@@ -82,6 +82,8 @@ def parse_database_url(url: str) -> DatabaseURL:
         path = Path(unquote(rest[1:] if rest.startswith("/") else rest)).expanduser()
         return DatabaseURL("sqlite", text, path)
     parts = urlsplit(text)
+    # libpq's ``?host=/run/postgresql`` (a socket folder) wins over an empty netloc host.
+    query_host = dict(parse_qsl(parts.query)).get("host")
     database = parts.path.lstrip("/") or None
     if not database:
         raise ConfigError(
@@ -91,7 +93,7 @@ def parse_database_url(url: str) -> DatabaseURL:
     return DatabaseURL(
         backend,
         text,
-        host=parts.hostname or "127.0.0.1",
+        host=parts.hostname or query_host or "127.0.0.1",
         port=parts.port,
         user=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,

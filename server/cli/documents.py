@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,10 @@ from server.cli.output import (
     print_table,
     unredacted_stdout,
 )
+
+if TYPE_CHECKING:
+    from memory_core.retrieval.engine import SearchMode
+    from memory_core.service import Memoir
 
 __all__ = ["register"]
 
@@ -49,7 +53,7 @@ def _json_option(fn: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
 
 
-async def _ready(memoir: Any, mode: str) -> None:
+async def _ready(memoir: Memoir, mode: str) -> None:
     # A one-shot command waits for the model: the engine's lexical fallback while the
     # embedder loads exists for servers, and would make every CLI search lexical-only.
     if mode != "lexical":
@@ -143,7 +147,7 @@ def add_command(
         )
     progress = _Progress(as_json=as_json)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         target = _scope(state, scope)
         if text is not None and virtual_path is not None:
             return await memoir.documents.add_text(
@@ -224,7 +228,7 @@ def rm_command(
         _rm_knowledge(state, chunks, source, category, scope, as_json)
         return
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.documents.remove(list(targets), scope=_scope(state, scope), purge=purge)
 
     report = state.run(run, as_json=as_json)
@@ -248,7 +252,7 @@ def _rm_knowledge(
     if source is not None and Path(source).expanduser().is_file():
         source = str(Path(source).expanduser().resolve())  # files are recorded by full path
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.hierarchy.forget(
             scope=_scope(state, scope), chunk_ids=list(chunks), source=source, category=category
         )
@@ -319,7 +323,7 @@ def _cell(column: str, value: Any) -> str:
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def _mode(bm25: bool, vector: bool) -> str:
+def _mode(bm25: bool, vector: bool) -> SearchMode:
     if bm25 == vector:
         return "hybrid"
     return "lexical" if bm25 else "semantic"
@@ -354,7 +358,7 @@ def search_command(
         if query is not None:
             fail(InvalidInputError("--stdin takes no QUERY argument"), as_json=True)
 
-        async def run_lines(memoir: Any) -> int:
+        async def run_lines(memoir: Memoir) -> int:
             await _ready(memoir, mode)
             failures = 0
             target = _scope(state, scope)
@@ -382,7 +386,7 @@ def search_command(
             as_json=as_json,
         )
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await _ready(memoir, mode)
         return await memoir.documents.search(
             query,
@@ -420,7 +424,7 @@ def query_command(
                 as_json=as_json,
             )
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await _ready(memoir, "hybrid")
         return await memoir.documents.query_rql(rql, scope=_scope(state, scope), explain=explain)
 
@@ -456,7 +460,7 @@ def context_command(
 ) -> None:
     """Assemble a deterministic context window within a token budget, with provenance."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await _ready(memoir, "hybrid")
         return await memoir.documents.context(
             query,
@@ -490,7 +494,7 @@ def context_command(
 def compact_command(state: CliState, as_json: bool) -> None:
     """VACUUM, purge tombstones and optimise the indexes."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.documents.compact()
 
     result = state.run(run, as_json=as_json)
@@ -512,7 +516,7 @@ def export_command(state: CliState, out: Path | None, all_scopes: bool, scope: s
     """Back up every kind of memory (documents, rules and their graph, knowledge and its
     categories, agent memories) as JSONL: stdout, or --out FILE (created 0600)."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         target = None if all_scopes else _scope(state, scope)
         if out is None:
             # Records are redacted as they are written (vectors untouched): no second pass.
@@ -533,7 +537,7 @@ def import_command(state: CliState, file: Path, scope: str | None, as_json: bool
     """Restore a backup written by `memoir export` (`-` reads stdin). Rows keep their own
     scopes; an older documents-only export goes into the current scope."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         source: Any = sys.stdin if str(file) == "-" else file
         return await memoir.import_(source, scope=_scope(state, scope))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ from server.cli.inputs import read_stdin_text
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, fail, print_table
 from server.cli.progress import progress_reporter
+
+if TYPE_CHECKING:
+    from memory_core.service import Memoir
 
 __all__ = ["register"]
 
@@ -101,11 +104,12 @@ def register(cli: click.Group) -> None:
 
         progress = progress_reporter(as_json=as_json)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             if body is not None:
                 return await memoir.hierarchy.ingest_text(
                     body, scope=target, source=origin, category=category, progress=progress
                 )
+            assert source is not None  # exactly one of FILE, - or --text (checked above)
             return await memoir.hierarchy.ingest_file(
                 source, scope=target, category=category, progress=progress
             )
@@ -154,7 +158,7 @@ def register(cli: click.Group) -> None:
         """Answer QUESTION by walking the category tree; cites the chunks it used."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             return await memoir.hierarchy.query(
                 question,
                 scope=target,
@@ -199,7 +203,7 @@ def register(cli: click.Group) -> None:
         """List the category hierarchy (nested nodes with name, level and children)."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             if recluster:
                 return await memoir.hierarchy.recluster(scope=target)
             return await memoir.hierarchy.categories(scope=target)
@@ -245,7 +249,7 @@ def register(cli: click.Group) -> None:
         """Recorded query and ingest runs: strategy, paths, budget, tokens, latency."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             return await memoir.hierarchy.runs(scope=target, limit=limit, kind=kind)
 
         records = state.run(run, as_json=as_json)

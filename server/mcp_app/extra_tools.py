@@ -3,12 +3,13 @@ every session's tool list): ``list_rules``, ``search`` and ``forget_knowledge``.
 
 # No `from __future__ import annotations`: the SDK reads these signatures at registration.
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
+from memory_core.service import Memoir
 from server.mcp_app import shaping
 from server.mcp_app.calls import ok_result
 from server.mcp_app.schemas import QueryOutput
@@ -60,7 +61,7 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
     async def list_rules(ctx: Context, roots: Roots) -> Annotated[CallToolResult, RuleList]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             rules = await memoir.rules.list_rules(scope=decision.read_scope)
             out = RuleList(
                 rules=[
@@ -90,7 +91,7 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
     ) -> Annotated[CallToolResult, QueryOutput]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             result = await memoir.documents.search(text, scope=decision.read_scope)
             out = shaping.query_output_from_documents(result)
             return ok_result(out, shaping.query_text(out))
@@ -112,7 +113,7 @@ def register_extra_tools(app: MCPServer, host: "ToolHost") -> None:
     ) -> Annotated[CallToolResult, KnowledgeRemovalOut]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             removed = await memoir.hierarchy.forget(
                 scope=require_write_scope(decision),
                 chunk_ids=chunk_ids,

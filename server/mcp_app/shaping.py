@@ -28,7 +28,6 @@ __all__ = [
     "detect_text",
     "directives_output",
     "directives_text",
-    "ingest_output_from_documents",
     "ingest_output_from_hierarchy",
     "ingest_text",
     "partial_directives_output",
@@ -210,17 +209,6 @@ def ingest_output_from_hierarchy(result: Any) -> IngestOutput:
         categories=sorted({c.category_path for c in result.chunks}),
         model=_models_used(result.model_used),
         warnings=list(result.warnings),
-    )
-
-
-def ingest_output_from_documents(report: Any) -> IngestOutput:
-    """Shape the documents engine's ``AddReport`` (used when the hierarchy is not built in)."""
-    return IngestOutput(
-        engine="documents",
-        stored=report.chunks if (report.added or report.updated) else 0,
-        categories=[],
-        model=None,
-        warnings=list(report.warnings),
     )
 
 

