@@ -417,9 +417,8 @@ class HierarchyService:
         )
 
     async def _streams(self) -> bool:
-        """Whether this store streams large inputs (the transitional PostgreSQL and MySQL
-        hierarchy tables do not: there an input up to ``hierarchy.max_ingest_bytes`` is
-        ingested in one go)."""
+        """Whether this store streams large inputs (the transitional MySQL hierarchy tables do
+        not: there an input up to ``hierarchy.max_ingest_bytes`` is ingested in one go)."""
         return isinstance(await self.store(), PortHierarchyStore)
 
     async def _ingest_streamed(
@@ -440,7 +439,7 @@ class HierarchyService:
         if not isinstance(store, PortHierarchyStore):  # callers check _streams() first
             raise ConfigError(
                 f"streamed ingest needs the shared store, not the {store.backend} tables",
-                hint="use a SQLite store, or keep inputs under hierarchy.ingest_batch_bytes",
+                hint="use a SQLite or PostgreSQL store, or keep inputs under hierarchy.ingest_batch_bytes",
             )
         try:
             await ingest_stream(
@@ -505,8 +504,7 @@ class HierarchyService:
         Raises:
             InvalidInputError: nothing to remove was named, or the category does not exist
                 (the message lists the top-level categories).
-            ConfigError: the store has no removal (the transitional PostgreSQL and MySQL
-                hierarchy tables).
+            ConfigError: the store has no removal (the transitional MySQL hierarchy tables).
         """
         scope = validate_scope(scope)
         if not chunk_ids and source is None and category is None:
@@ -518,7 +516,7 @@ class HierarchyService:
         if not isinstance(store, PortHierarchyStore):
             raise ConfigError(
                 f"removing knowledge is not available on the {store.backend} hierarchy tables",
-                hint="use a SQLite store, where knowledge lives on the shared store",
+                hint="use a SQLite or PostgreSQL store, where knowledge lives on the shared store",
             )
         categories = [] if category is None else [await self._category_id(store, scope, category)]
         removed = await store.remove_chunks(
