@@ -33,7 +33,7 @@ from memory_core.errors import MemoirError, SchemaError
 from memory_core.storage.postgres.connection import _statement_error, connection_help
 from memory_core.storage.url import DatabaseURL
 
-__all__ = ["PgDatabase", "PgVector", "available_migrations"]
+__all__ = ["PgDatabase", "PgVector", "available_migrations", "conninfo", "register_vector"]
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -74,7 +74,7 @@ class _VectorTextLoader(Loader):
         return np.array(body.split(b","), dtype=np.float32) if body else np.zeros(0, np.float32)
 
 
-def _register_vector(conn: psycopg.Connection[Any]) -> bool:
+def register_vector(conn: psycopg.Connection[Any]) -> bool:
     info = TypeInfo.fetch(conn, "vector")
     if info is None:
         return False
@@ -224,12 +224,21 @@ class PgDatabase:
         while True:
             conn = self._take()
             try:
-                if conn not in self._typed and _register_vector(conn):
+                if conn not in self._typed and register_vector(conn):
                     self._typed.add(conn)
-                with conn.transaction():
-                    if not write and snapshot:
-                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                # One statement opens the transaction (a read: one snapshot, read-only).
+                conn.execute(
+                    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+                    if not write and snapshot
+                    else "BEGIN"
+                )
+                try:
                     result = fn(conn)
+                except BaseException:
+                    if not conn.closed and not conn.broken:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
                 self._idle.put(conn)
                 return result
             except MemoirError:
