@@ -32,6 +32,7 @@ __all__ = ["PgVectors", "create_vector_table", "vector_stamp"]
 Conn = psycopg.Connection[Any]
 # Exact scoring below this many candidate rows: cheaper than walking the graph, and exact.
 EXACT_BELOW = 2_000
+HNSW_EF_SEARCH = 400
 
 
 def create_vector_table(conn: Conn, dimension: int) -> None:
@@ -114,7 +115,10 @@ class PgVectors:
             if matches is not None and int(matches[0]) < EXACT_BELOW:
                 strategy = "exact+filter"
         if strategy != "exact+filter":
-            ef_search = max(40, min(1000, 2 * int(k)))
+            # The candidate list of the graph walk: pgvector's default (40) finds about half of
+            # the true top 10 on high-dimensional data without clusters (bench/bench_pg.py);
+            # 400 finds about 95 % of it.
+            ef_search = max(HNSW_EF_SEARCH, min(1000, 4 * int(k)))
             self._conn.execute(
                 "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; "
                 f"SET LOCAL hnsw.ef_search = {ef_search}"
