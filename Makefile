@@ -10,7 +10,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8765
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock store run serve test test-fast check format lint typecheck imports bench bench-quick clean
+.PHONY: help install lock store run serve test test-fast check format lint typecheck imports bench bench-quick clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -42,6 +42,16 @@ run: store ## `store`, then serve MCP over streamable HTTP (PORT=8765 HOST=127.0
 	$(BIN)/memoir serve --transport http --host $(HOST) --port $(PORT) --print-config
 
 serve: run ## Alias of run
+
+# The memory web page's browser test drives the system Chromium through chromedriver (selenium,
+# in the dev extra); it is skipped, saying so, when they are missing. Needs root (or sudo).
+browser: ## Install Chromium and chromedriver from the distribution's packages (for the browser test)
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+		echo "chromium and chromedriver are installed"; \
+	else \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
 
 test: install ## Run the test suite
 	$(BIN)/pytest

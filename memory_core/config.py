@@ -158,6 +158,12 @@ class RulesSettings(_Section):
         300.0, ge=0, description="How long a detected context is reused (Requirement 10.4)."
     )
     max_task_chars: int = Field(8000, ge=1, description="Longest task description accepted.")
+    embedder_wait_s: float = Field(
+        5.0,
+        ge=0,
+        description="How long a query waits for the embedding model to finish loading before "
+        "ranking without it (the first call of a session; 0 never waits).",
+    )
 
 
 class HierarchySettings(_Section):
@@ -193,6 +199,12 @@ class HierarchySettings(_Section):
     # 512 KiB is ~430 chunks: embedded and filed well within an MCP client's 60 s timeout on
     # two cores (1 MiB took 222 s and 1.8 GB on a busy two-core machine, mostly embedding).
     max_ingest_bytes: int = Field(512 * 1024, ge=1)
+    # Inputs larger than this are read, embedded and stored in batches of about this size, one
+    # transaction each (a kill loses at most one batch; a re-run resumes).
+    ingest_batch_bytes: int = Field(256 * 1024, ge=1024)
+    # An MCP ingest above this size runs as a background job: the call returns its id at once
+    # and memoir://jobs/{id} reports progress and the result (clients time out after ~60 s).
+    background_ingest_bytes: int = Field(64 * 1024, ge=1)
 
 
 class LLMSettings(_Section):

@@ -6,6 +6,7 @@ the MCP server into a tool error the model can read, the REST API into an HTTP s
 
     MemoirError
     ├── ConfigError                 a setting has a bad value or a config file is malformed
+    │   └── ScopeMismatchError      a store reopened with another scope model than it was made with
     ├── InvalidInputError           a caller passed something unusable (empty query, bad path…)
     │   ├── PathNotAllowedError     a path escapes the allowed roots (traversal, symlink)
     │   ├── QuerySyntaxError        RQL / FEL text that does not parse (carries line and column)
@@ -21,6 +22,7 @@ the MCP server into a tool error the model can read, the REST API into an HTTP s
     ├── EmbeddingError              the embedder failed or cannot be loaded
     │   └── EmbedderMismatchError   the store was built with another embedder or dimension
     ├── ModelError                  an LLM call failed after its retries and fallbacks
+    ├── PipelineRunError            a memory-layer pipeline step failed (names the step and run)
     ├── BudgetError                 a token budget that cannot be honoured (e.g. negative)
     └── RateLimitedError            too many calls; carries retry_after seconds
 """
@@ -45,9 +47,11 @@ __all__ = [
     "ModelError",
     "NotFoundError",
     "PathNotAllowedError",
+    "PipelineRunError",
     "QuerySyntaxError",
     "RateLimitedError",
     "SchemaError",
+    "ScopeMismatchError",
     "StorageError",
 ]
 
@@ -219,3 +223,11 @@ class RateLimitedError(MemoirError):
             details={"retry_after": retry_after},
         )
         self.retry_after = retry_after
+
+
+class ScopeMismatchError(ConfigError):
+    code = "scope_mismatch"
+
+
+class PipelineRunError(MemoirError):
+    code = "pipeline_failed"

@@ -11,7 +11,7 @@ markdown) into ``RuleDocument`` values with ``Directive``s and ``ValidationIssue
 
 from rules_parser.formats import detect_format
 from rules_parser.inference import infer_layer, infer_severity, infer_topics, split_severity_marker
-from rules_parser.loader import discover_rule_files, load
+from rules_parser.loader import Discovery, discover, discover_rule_files, load
 from rules_parser.models import (
     FORMATS,
     LAYERS,
@@ -35,6 +35,7 @@ __all__ = [
     "SEVERITIES",
     "CodeExample",
     "Directive",
+    "Discovery",
     "Format",
     "ParseResult",
     "RuleDocument",
@@ -44,6 +45,7 @@ __all__ = [
     "SeveritySource",
     "ValidationIssue",
     "detect_format",
+    "discover",
     "discover_rule_files",
     "find_secrets",
     "infer_layer",

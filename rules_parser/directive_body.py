@@ -72,6 +72,9 @@ _LABEL_RE = re.compile(
 def label_kind(text: str) -> str | None:
     """The part a label names (``rationale``, ``example``, ``anti``, ``when``…), or None."""
     key = text.strip().strip("*_:").strip().lower().replace("’", "'")
+    # "Incorrect (imports the whole library)": the reason in brackets is not the label.
+    key = re.sub(r"\s*\(.*$", "", key).strip("*_: ")
+    key = key.lstrip("❌✅✔✗ ").strip()
     return _LABELS.get(key)
 
 

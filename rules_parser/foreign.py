@@ -20,7 +20,14 @@ from rules_parser.frontmatter import FrontMatter
 from rules_parser.inference import infer_layer, infer_severity, infer_topics, split_severity_marker
 from rules_parser.issues import IssueSink
 from rules_parser.metadata import MetaValue
-from rules_parser.models import CodeExample, Directive, Format, RuleDocument
+from rules_parser.models import CodeExample, Directive, Format, RuleDocument, Severity
+from rules_parser.noise import merge_restatements, noise_kind
+from rules_parser.polarity import (
+    heading_polarity,
+    is_label_heading,
+    resolve_polarity,
+    text_polarity,
+)
 from rules_parser.structure import (
     DocContext,
     clean_inline,
@@ -69,7 +76,31 @@ IMPERATIVE_VERBS = frozenset(
         "follow",
         "format",
         "handle",
+        "import",
         "include",
+        "inject",
+        "isolate",
+        "memoize",
+        "load",
+        "cache",
+        "defer",
+        "batch",
+        "fetch",
+        "guard",
+        "hoist",
+        "pass",
+        "prefix",
+        "provide",
+        "leave",
+        "let",
+        "consider",
+        "stop",
+        "refer",
+        "see",
+        "emit",
+        "expose",
+        "group",
+        "lazy-load",
         "keep",
         "limit",
         "lint",
@@ -133,6 +164,12 @@ def _is_trivial(text: str) -> bool:
     return not words or (len(words) < 2 and not has_code)
 
 
+def starts_imperative(text: str) -> bool:
+    """True when a statement starts with an instruction verb ("Use …", "**Run** …")."""
+    first = re.sub(r"^[^\w']+", "", text).split(" ", 1)[0].lower().strip("*_:,.`")
+    return first.replace("\u2019", "'") in IMPERATIVE_VERBS
+
+
 def is_rule_paragraph(text: str) -> bool:
     """True for a short paragraph that reads as a rule (cue word or imperative start).
 
@@ -165,6 +202,10 @@ class _Collector:
         self.directives: list[Directive] = []
         self.patterns: list[CodeExample] = []
         self.counters: dict[str, int] = {}
+        # Labels in force that are not headings: a "Never:" paragraph before a list.
+        self.labels: tuple[str, ...] = ()
+        self.context: list[str] = []
+        self.default_severity: Severity | None = None
 
     def add(
         self,
@@ -176,6 +217,25 @@ class _Collector:
     ) -> None:
         severity, source = infer_severity(statement)
         _, text = split_severity_marker(statement)
+        labels = (*path[self.key_offset :], *self.labels)
+        imperative = starts_imperative(text)
+        kind = noise_kind(
+            text,
+            path[self.key_offset :],
+            has_cue=source != "default" or text_polarity(text) is not None,
+            imperative=imperative,
+        )
+        if kind is not None and not self.labels:
+            # Context, not a directive: kept on the document, never ranked.
+            self.context.append(f"{kind}: {text}")
+            return
+        polarity, heading_severity = resolve_polarity(text, labels, imperative=imperative)
+        if source == "default" and self.default_severity is not None:
+            severity = self.default_severity
+        elif source == "default" and heading_severity is not None:
+            severity, source = heading_severity, "inferred"
+        elif source == "default" and polarity != "do":
+            severity, source = "MUST", "inferred"  # "No `any` types", "❌ …"
         detail = render_blocks(rest) or None
         examples = [fence_example(f, anti=False) for f in iter_fences(rest)]
         headings = " ".join(path[self.key_offset :])
@@ -188,6 +248,7 @@ class _Collector:
                 text=text,
                 severity=severity,
                 severity_source=source,
+                polarity=polarity,
                 section_path=path,
                 detail=detail,
                 examples=tuple(examples),
@@ -213,19 +274,37 @@ class _Collector:
     def walk(self, blocks: Sequence[Block], path: tuple[str, ...]) -> None:
         previous_produced = False
         anti = False
+        pending_label: str | None = None
         for block in blocks:
             before = len(self.directives)
             if isinstance(block, ListBlock):
+                saved = self.labels
+                if pending_label is not None:
+                    self.labels = (*saved, pending_label)
                 for item in block.items:
                     self._item(item, path)
+                self.labels = saved
+                pending_label = None
             elif isinstance(block, Paragraph):
                 flat = clean_inline(block.text)
-                words = flat.split(maxsplit=1)
-                kind = label_kind(words[0].rstrip(":")) if flat.endswith(":") and words else None
+                core = flat.strip("*_ ")  # "**Incorrect (why):**" is a label too
+                words = core.split(maxsplit=1)
+                kind = label_kind(core.rstrip(":")) if core.endswith(":") and words else None
+                keeps_link = kind is not None
+                if kind is None and core.endswith(":") and words:
+                    kind = label_kind(words[0].rstrip(":"))
+                # "Never do the following:" before a list gives the list its polarity.
+                pending_label = (
+                    flat.rstrip(":")
+                    if flat.endswith(":") and heading_polarity(flat.rstrip(":")) is not None
+                    else None
+                )
                 if kind in ("example", "anti"):
-                    # "Bad:" before a code block marks it as an anti-pattern.
+                    # "Bad:" / "Incorrect (why):" before a code block marks it as an
+                    # anti-pattern; the block still illustrates the directive just before.
                     anti = kind == "anti"
-                    previous_produced = False
+                    if not keeps_link:  # "Example of a data hook:" is prose, not a label
+                        previous_produced = False
                     continue
                 if is_rule_paragraph(flat):
                     self.add(flat, path, block.line_start, block.line_end)
@@ -249,10 +328,38 @@ class _Collector:
             label = statement.rstrip(":").strip("*_ ").strip()
             self.walk(rest, (*path, label) if label else path)
             return
+        if (
+            nested
+            and heading_polarity(statement.rstrip(":")) is not None
+            and is_label_heading(statement)
+        ):
+            # "- 🚫 Never" with sub-items: a label without a colon.
+            self.walk(rest, (*path, statement.strip("*_ ")))
+            return
         if not statement or _is_trivial(statement):
             self.walk(nested, path)
             return
         self.add(statement, path, item.line_start, item.line_end, rest)
+
+
+_IMPACT_SEVERITY: dict[str, Severity] = {
+    "critical": "MUST",
+    "high": "MUST",
+    "medium": "SHOULD",
+    "medium-high": "SHOULD",
+    "low-medium": "MAY",
+    "low": "MAY",
+}
+
+
+def _impact_severity(fm: FrontMatter | None) -> Severity | None:
+    # Rule folders often grade rules with front matter "impact: CRITICAL|HIGH|MEDIUM|LOW".
+    if fm is None:
+        return None
+    for raw_key, value in fm.values.items():
+        if raw_key.strip().lower() == "impact" and isinstance(value, str):
+            return _IMPACT_SEVERITY.get(value.strip().lower())
+    return None
 
 
 def _front_value(fm: FrontMatter | None, key: str) -> MetaValue | None:
@@ -278,6 +385,7 @@ def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocume
     fm = ctx.front_matter
     title_segment = next((s for s in ctx.segments if s.level == 1), None)
     collector = _Collector(ctx, key_offset=1 if title_segment is not None else 0)
+    collector.default_severity = _impact_severity(fm)
     for segment in ctx.segments:
         collector.walk(segment.blocks, segment.path)
 
@@ -321,6 +429,9 @@ def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocume
         topics = tuple(t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:6])
 
     title = title_segment.title if title_segment else None
+    if title is None:
+        title_value = _front_value(fm, "title")
+        title = (title_value.as_text() or None) if title_value else None
     name_value = _front_value(fm, "rule_name")
     rule_name = (slugify(name_value.as_text()) if name_value else "") or rule_name_from_path(
         ctx.path
@@ -339,7 +450,8 @@ def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocume
         always_apply=always_apply,
         description=description,
         mode=roo_mode(ctx.path) if fmt == "roo_rules" else None,
-        directives=tuple(collector.directives),
+        directives=tuple(merge_restatements(collector.directives)),
+        context=tuple(collector.context),
         sections=sections_of(ctx.segments),
         patterns=tuple(collector.patterns),
         content_hash=ctx.content_hash,

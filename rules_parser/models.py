@@ -21,6 +21,7 @@ __all__ = [
     "IssueSeverity",
     "Layer",
     "ParseResult",
+    "Polarity",
     "RuleDocument",
     "Section",
     "Severity",
@@ -29,6 +30,9 @@ __all__ = [
 ]
 
 Severity = Literal["MUST", "SHOULD", "MAY"]
+# do: an instruction; dont: a prohibition (rendered MUST NOT / Never, never as an
+# instruction); ask: something to ask the user about before doing it.
+Polarity = Literal["do", "dont", "ask"]
 SeveritySource = Literal["marker", "inferred", "default"]
 Layer = Literal[
     "1-Presentation",
@@ -114,6 +118,8 @@ class Directive(BaseModel):
         text: the statement itself (inline markdown kept, severity marker removed).
         severity: MUST, SHOULD or MAY.
         severity_source: ``marker`` ([MUST]), ``inferred`` (from wording) or ``default``.
+        polarity: ``do``, ``dont`` (a prohibition, from its wording or its heading) or
+            ``ask`` (ask the user first).
         section_path: heading breadcrumb, title included.
         detail: description paragraphs and child bullets, if any.
         rationale: why the directive exists, if stated.
@@ -132,6 +138,7 @@ class Directive(BaseModel):
     text: str
     severity: Severity
     severity_source: SeveritySource
+    polarity: Polarity = "do"
     section_path: tuple[str, ...]
     detail: str | None = None
     rationale: str | None = None
@@ -163,6 +170,9 @@ class RuleDocument(BaseModel):
         description: front matter or metadata description, if any.
         mode: the Roo mode for ``.roo/rules-{mode}/`` files, else None.
         directives: the extracted directives in source order.
+        context: lines that inform but instruct nothing (tech-stack inventories, command and
+            file lists, checklist boxes, PR plans, narrative), each prefixed with its kind;
+            kept with the rule, never ranked as directives.
         sections: every heading with its breadcrumb and line.
         patterns: every code block in the document (examples and anti-patterns).
         content_hash: sha256 hex of the text exactly as given.
@@ -185,6 +195,7 @@ class RuleDocument(BaseModel):
     description: str | None = None
     mode: str | None = None
     directives: tuple[Directive, ...] = ()
+    context: tuple[str, ...] = ()
     sections: tuple[Section, ...] = ()
     patterns: tuple[CodeExample, ...] = ()
     content_hash: str

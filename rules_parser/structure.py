@@ -67,6 +67,7 @@ _KEY_ALIASES = {
     "globs": "globs",
     "glob": "globs",
     "applyto": "globs",
+    "paths": "globs",
     "alwaysapply": "always_apply",
     "name": "rule_name",
     "rulename": "rule_name",

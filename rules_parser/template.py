@@ -24,6 +24,7 @@ from rules_parser.metadata import (
     text_of,
 )
 from rules_parser.models import LAYERS, SEVERITIES, CodeExample, Directive, RuleDocument, Severity
+from rules_parser.polarity import resolve_polarity
 from rules_parser.structure import (
     DocContext,
     Segment,
@@ -386,11 +387,16 @@ def _build_directive(
         inferred = infer_topics(f"{item.statement}\n{detail or ''}", limit=3)
         topics = tuple(dict.fromkeys([*doc_topics, *inferred]))
     key_path = item.path[key_offset:] if len(item.path) > key_offset else item.path
+    headings = [h for h in item.path[key_offset:] if h.strip() != item.statement.strip()]
+    polarity, heading_severity = resolve_polarity(item.statement, headings)
+    if source == "default" and heading_severity is not None:
+        severity = heading_severity
     return Directive(
         directive_key=directive_key(key_path, counters),
         text=item.statement,
         severity=severity,
         severity_source=source,  # type: ignore[arg-type]
+        polarity=polarity,
         section_path=item.path,
         detail=detail,
         rationale="\n\n".join(body.rationale) or None,

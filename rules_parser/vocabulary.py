@@ -419,6 +419,10 @@ FRAMEWORK_KEYWORDS: Final = MappingProxyType(
         "vue": ("vue", "nuxt"),
         "angular": ("angular",),
         "spring": ("spring", "spring boot"),
+        "sqlalchemy": ("sqlalchemy", "sql alchemy", "alembic"),
+        "prisma": ("prisma",),
+        "pydantic": ("pydantic",),
+        "celery": ("celery",),
     }
 )
 
@@ -429,6 +433,11 @@ PLATFORM_KEYWORDS: Final = MappingProxyType(
         "gcp": ("gcp", "google cloud", "bigquery"),
         "docker": ("docker", "dockerfile", "container", "compose"),
         "kubernetes": ("kubernetes", "k8s", "helm"),
+        "postgresql": ("postgres", "postgresql", "psql", "pgvector"),
+        "redis": ("redis",),
+        "mysql": ("mysql", "mariadb"),
+        "sqlite": ("sqlite", "sqlite3"),
+        "mongodb": ("mongodb", "mongo"),
     }
 )
 

@@ -10,6 +10,7 @@ chunks are filed only under categories at the configured depth is enforced here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,11 +19,11 @@ from memory_core.errors import InvalidInputError
 from memory_core.filters import Compare
 from memory_core.hierarchy.store import HierarchyChunk, NewChunk
 from memory_core.kinds import HIERARCHY_CHUNK
-from memory_core.models import Category, Item, NewItem
+from memory_core.models import Category, Item, NewItem, NewResource
 from memory_core.scope import Scope
-from memory_core.storage.ports import Store, Tx
+from memory_core.storage.ports import ResourceUpdate, Store, Tx
 
-__all__ = ["CHUNK_KIND", "PortHierarchyStore"]
+__all__ = ["CHUNK_KIND", "PortHierarchyStore", "RemovedKnowledge"]
 
 CHUNK_KIND = HIERARCHY_CHUNK
 
@@ -211,3 +212,214 @@ class PortHierarchyStore:
             }
             for r in runs
         ]
+
+    # -- streamed ingest (one transaction per batch) and removal -------------------------------
+
+    async def ingest_resource(
+        self, scope: str, *, uid: str, uri: str, content_hash: str, size: int
+    ) -> tuple[int, dict[str, Any]]:
+        """The resource recording a streamed ingest of one input (created on first use), and
+        the progress its metadata holds (empty for a new one)."""
+        key = Scope.of(scope)
+
+        def write(tx: Tx) -> tuple[int, dict[str, Any]]:
+            found = tx.resources.by_uid([uid]).get(uid)
+            if found is not None and found.scope == key.key and not found.deleted:
+                return found.resource_id, dict(found.metadata)
+            resource = NewResource(
+                uid=uid, scope=key, kind="text", uri=uri, content_hash=content_hash, size=size
+            )
+            return tx.resources.add(resource), {}
+
+        return await self.store.write(write)
+
+    async def add_batch(
+        self,
+        scope: str,
+        filed: Sequence[tuple[int, NewChunk]],
+        vectors: Any | None,
+        *,
+        resource_id: int,
+        progress: dict[str, Any],
+    ) -> list[int]:
+        """Store one batch in one transaction: its chunks under their leaves (with their
+        lexical and vector rows) and the resource's progress, so a crash loses at most it.
+
+        Raises:
+            InvalidInputError: a category is not a leaf, or the vectors do not fit.
+        """
+        key = Scope.of(scope)
+        items = [
+            NewItem(
+                uid=chunk.uid,
+                kind=CHUNK_KIND,
+                text=chunk.text,
+                token_count=chunk.token_count,
+                scope=key,
+                content_hash=chunk.content_hash,
+                resource_id=resource_id,
+                category_id=category_id,
+                created_at=chunk.created_at,
+                metadata={**chunk.metadata, **({"source": chunk.source} if chunk.source else {})},
+            )
+            for category_id, chunk in filed
+        ]
+        matrix = None if vectors is None else np.asarray(vectors, dtype=np.float32)
+        if matrix is not None and (matrix.ndim != 2 or matrix.shape[0] != len(items)):
+            raise InvalidInputError(
+                f"got vectors of shape {matrix.shape} for {len(items)} chunks",
+                hint="pass one vector per chunk (an array of shape (n, dim))",
+            )
+        depth = self.depth
+        leaves = sorted({category_id for category_id, _ in filed})
+
+        def write(tx: Tx) -> list[int]:
+            found = tx.categories.get(leaves)
+            for category_id in leaves:
+                category = found.get(category_id)
+                if category is None or category.scope != key.key or category.level != depth:
+                    raise InvalidInputError(
+                        f"chunks link only to leaf categories (level {depth}); "
+                        f"category {category_id} is not one",
+                        hint="classify the chunk down to the deepest level first",
+                    )
+            ids = tx.items.add(items, matrix) if items else []
+            tx.resources.update(resource_id, ResourceUpdate(metadata=progress))
+            return ids
+
+        return await self.store.write(write)
+
+    async def leaf_vector_sums(self, scope: str, *, depth: int) -> dict[int, np.ndarray]:
+        """The sum of the unit vectors of each leaf's chunks, read page by page (memory stays
+        bounded by a page and the leaves, not by the scope's size)."""
+        key = Scope.of(scope)
+
+        def read(tx: Tx) -> dict[int, np.ndarray]:
+            leaves = {c.category_id for c in tx.categories.all(key) if c.level == depth}
+            sums: dict[int, np.ndarray] = {}
+            after: Item | None = None
+            while True:
+                page = tx.items.find(
+                    key, kinds=[CHUNK_KIND], order="id", after=after, limit=_PAGE, meta_keys=[]
+                )
+                vectors = tx.vectors.vectors([item.item_id for item in page])
+                for item in page:
+                    vector = vectors.get(item.item_id)
+                    if vector is None or item.category_id not in leaves:
+                        continue
+                    unit = np.asarray(vector, dtype=np.float32)
+                    unit = unit / max(float(np.linalg.norm(unit)), 1e-12)
+                    leaf = int(item.category_id)
+                    sums[leaf] = sums[leaf] + unit if leaf in sums else unit
+                if len(page) < _PAGE:
+                    return sums
+                after = page[-1]
+
+        return await self.store.read(read)
+
+    async def remove_chunks(
+        self,
+        scope: str,
+        *,
+        chunk_ids: Sequence[str] = (),
+        source: str | None = None,
+        category_ids: Sequence[int] = (),
+    ) -> RemovedKnowledge:
+        """Delete chunks (with their lexical and vector rows) chosen by uid or item id, by the
+        source they were ingested from, or by category (its whole subtree), then the
+        categories left empty, in one transaction."""
+        key = Scope.of(scope)
+
+        def write(tx: Tx) -> RemovedKnowledge:
+            doomed: dict[int, int | None] = {}  # item id -> its category
+            wanted = [c for c in chunk_ids if c]
+            by_uid = tx.items.by_uid(wanted)
+            numeric = [int(c) for c in wanted if c.isdigit() and c not in by_uid]
+            for item in [*by_uid.values(), *tx.items.get(numeric).values()]:
+                if item.scope == key.key and item.kind == CHUNK_KIND:
+                    doomed[item.item_id] = item.category_id
+            resources: list[int] = []
+            if source is not None:
+                for resource in tx.resources.find(key, kinds=["text"], uri=source):
+                    if "batches_done" not in resource.metadata:  # not a streamed ingest's record
+                        continue
+                    resources.append(resource.resource_id)
+                    doomed.update(
+                        _page_ids(tx, key, Compare("item.resource_id", "=", resource.resource_id))
+                    )
+                doomed.update(_page_ids(tx, key, Compare("item.meta.source", "=", source)))
+            if category_ids:
+                every = tx.categories.all(key)
+                subtree = _subtree(every, set(category_ids))
+                for category_id in sorted(subtree):
+                    doomed.update(_page_ids(tx, key, Compare("item.category_id", "=", category_id)))
+            removed = tx.items.delete(sorted(doomed)) if doomed else 0
+            if resources:
+                tx.resources.delete(resources)
+            touched = {c for c in doomed.values() if c is not None} | set(category_ids)
+            emptied = _drop_empty_categories(tx, key, touched)
+            return RemovedKnowledge(chunks=removed, categories=emptied, resources=len(resources))
+
+        return await self.store.write(write)
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedKnowledge:
+    """What a removal deleted: chunks, the categories left empty, the ingest records."""
+
+    chunks: int
+    categories: int
+    resources: int
+
+
+_PAGE = 1000
+
+
+def _page_ids(tx: Tx, key: Scope, where: Compare) -> dict[int, int | None]:
+    ids: dict[int, int | None] = {}
+    after: Item | None = None
+    while True:
+        page = tx.items.find(
+            key, kinds=[CHUNK_KIND], where=where, order="id", after=after, limit=_PAGE,
+            meta_keys=[],
+        )  # fmt: skip
+        ids.update((item.item_id, item.category_id) for item in page)
+        if len(page) < _PAGE:
+            return ids
+        after = page[-1]
+
+
+def _subtree(categories: Sequence[Category], roots: set[int]) -> set[int]:
+    chosen = {c.category_id for c in categories if c.category_id in roots}
+    grew = True
+    while grew:
+        children = {c.category_id for c in categories if c.parent_id in chosen} - chosen
+        chosen |= children
+        grew = bool(children)
+    return chosen
+
+
+def _drop_empty_categories(tx: Tx, key: Scope, touched: set[int]) -> int:
+    """Delete the touched categories and their ancestors once they hold no item and no child,
+    deepest first (a parent emptied by its children goes too); other empty categories stay."""
+    holding = tx.categories.item_counts(key)
+    categories = sorted(tx.categories.all(key), key=lambda c: (-c.level, c.category_id))
+    by_id = {c.category_id: c for c in categories}
+    candidates = set(touched)
+    for category_id in touched:
+        parent = by_id[category_id].parent_id if category_id in by_id else None
+        while parent is not None and parent in by_id:
+            candidates.add(parent)
+            parent = by_id[parent].parent_id
+    candidates |= _subtree(categories, touched)
+    alive = set(by_id)
+    removed = 0
+    for category in categories:
+        if category.category_id not in candidates or holding.get(category.category_id):
+            continue
+        if any(c.parent_id == category.category_id and c.category_id in alive for c in categories):
+            continue
+        tx.categories.delete([category.category_id])
+        alive.discard(category.category_id)
+        removed += 1
+    return removed

@@ -20,7 +20,9 @@ __all__ = [
     "ErrorInfo",
     "IngestResult",
     "IngestedChunk",
+    "KnowledgeRemoval",
     "QueryResult",
+    "StreamInfo",
     "UsedChunk",
 ]
 
@@ -73,6 +75,26 @@ class IngestedChunk(BaseModel):
     already_stored: bool = False
 
 
+class StreamInfo(BaseModel):
+    """A streamed ingest: the input's size, its batches, and its chunks (all batches)."""
+
+    bytes: int
+    resource_id: int
+    batches: int = 0
+    batches_skipped: int = Field(0, description="Stored by an earlier, interrupted run.")
+    chunks: int = 0
+    new_chunks: int = 0
+
+
+class KnowledgeRemoval(BaseModel):
+    """What ``forget`` removed from the knowledge tree."""
+
+    scope: str
+    chunks: int = Field(description="Chunks deleted with their lexical and vector rows.")
+    categories: int = Field(description="Categories deleted because they were left empty.")
+    sources: int = Field(0, description="Ingest records of the source deleted.")
+
+
 class IngestResult(_Result):
     scope: str
     source: str | None = None
@@ -84,6 +106,9 @@ class IngestResult(_Result):
     total_latency: float = 0.0
     timestamp: str
     run_id: int | None = None
+    stream: StreamInfo | None = Field(
+        None, description="Set for a streamed ingest: ``chunks`` then lists the first ones only."
+    )
 
 
 class UsedChunk(BaseModel):

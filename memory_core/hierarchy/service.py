@@ -9,20 +9,24 @@ context's database (SQLite, PostgreSQL, MySQL), the per-step model chains (confi
 
 from __future__ import annotations
 
+import hashlib
+import io
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
 import structlog
 
 from memory_core.chunking import chunk_by_sentences
 from memory_core.errors import ConfigError, InvalidInputError, ModelError
+from memory_core.hierarchy.batches import IngestProgress, ProgressCallback, file_digest
 from memory_core.hierarchy.classify import Classifier
 from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
 from memory_core.hierarchy.limits import check_ingest_size
+from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.query import run_query
 from memory_core.hierarchy.results import (
     CategoryNode,
@@ -30,11 +34,13 @@ from memory_core.hierarchy.results import (
     ErrorInfo,
     IngestedChunk,
     IngestResult,
+    KnowledgeRemoval,
     QueryResult,
 )
 from memory_core.hierarchy.store import HierarchyStore, NewChunk
 from memory_core.hierarchy.stores import create_hierarchy_store
 from memory_core.hierarchy.strategies import StrategyParams
+from memory_core.hierarchy.streamed import ingest_stream
 from memory_core.hierarchy.tree_port import tree_port_for
 from memory_core.llm.category_vectors import category_vectors
 from memory_core.llm.profiles import STEPS, resolve_profile
@@ -172,10 +178,12 @@ class HierarchyService:
         source: str | None = None,
         model: Model | None = None,
         category: str | Sequence[str] | None = None,
+        progress: ProgressCallback | None = None,
     ) -> IngestResult:
         """Chunk ``text``, classify each chunk level by level, and store it under its leaf.
 
-        Re-ingesting the same text in the same scope changes nothing and calls no model.
+        Re-ingesting the same text in the same scope changes nothing and calls no model. Text
+        over ``hierarchy.ingest_batch_bytes`` is streamed in batches (:meth:`ingest_file`).
 
         Args:
             text: the text (any length; short text is kept with a warning).
@@ -185,6 +193,7 @@ class HierarchyService:
             category: a category path chosen by the caller ("Databases / Indexing", or a list
                 of names, broadest first): the text is filed there, existing names preferred
                 (:mod:`memory_core.hierarchy.proposed`), with no model call.
+            progress: awaited after each stored batch with how far the ingest is.
 
         Returns:
             The chunks with their category paths; ``status="error"`` with a hint when the
@@ -199,7 +208,14 @@ class HierarchyService:
         scope = validate_scope(scope)
         if not text or not text.strip():
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
-        check_ingest_size(len(text.encode("utf-8")), self.settings.max_ingest_bytes)
+        raw = text.encode("utf-8")
+        check_ingest_size(len(raw), self.settings.max_ingest_bytes)
+        if len(raw) > self.settings.ingest_batch_bytes:
+            digest = hashlib.sha256(raw).hexdigest()
+            return await self._ingest_streamed(
+                io.BytesIO(raw), len(raw), digest, scope, source, model, category, progress
+            )
+        del raw
         settings = self.settings
         chunking = chunk_by_sentences(
             text,
@@ -309,6 +325,9 @@ class HierarchyService:
             result.model_used = {**stats.models_used, "classify": classifiers}
         result.llm_calls = sum(stats.calls.values())
         result.total_latency = round(time.perf_counter() - started, 6)
+        if progress is not None:
+            size = len(text.encode("utf-8"))
+            await progress(IngestProgress(size, size, 1, len(result.chunks), len(todo)))
         result.run_id = await store.record_run(
             scope,
             INGEST_RUN_KIND,
@@ -356,17 +375,29 @@ class HierarchyService:
         scope: str,
         model: Model | None = None,
         category: str | Sequence[str] | None = None,
+        progress: ProgressCallback | None = None,
     ) -> IngestResult:
-        """Read a UTF-8 text file and :meth:`ingest_text` it (the path is the source).
+        """Read a UTF-8 text file and ingest it (the path is the source).
+
+        A file over ``hierarchy.ingest_batch_bytes`` is streamed: read, chunked, embedded and
+        stored one batch per transaction (memory bounded by a batch); an interrupted ingest of
+        the same file resumes after its last stored batch.
 
         Raises:
             InvalidInputError: the file is missing, over ``hierarchy.max_ingest_bytes``, or not
                 UTF-8 text.
         """
+        scope = validate_scope(scope)
         file = Path(path).expanduser()
         try:
             size = file.stat().st_size
             check_ingest_size(size, self.settings.max_ingest_bytes, what=str(file))
+            if size > self.settings.ingest_batch_bytes:
+                with file.open("rb") as stream:
+                    digest = file_digest(stream)
+                    return await self._ingest_streamed(
+                        stream, size, digest, scope, str(file.resolve()), model, category, progress
+                    )
             text = await anyio.Path(file).read_text(encoding="utf-8")
         except FileNotFoundError as exc:
             raise InvalidInputError(f"no such file: {file}", hint="check the path") from exc
@@ -377,7 +408,132 @@ class HierarchyService:
         except IsADirectoryError as exc:
             raise InvalidInputError(f"{file} is a directory", hint="pass a file") from exc
         return await self.ingest_text(
-            text, scope=scope, source=str(file.resolve()), model=model, category=category
+            text,
+            scope=scope,
+            source=str(file.resolve()),
+            model=model,
+            category=category,
+            progress=progress,
+        )
+
+    async def _ingest_streamed(
+        self,
+        stream: BinaryIO,
+        size: int,
+        digest: str,
+        scope: str,
+        source: str | None,
+        model: Model | None,
+        category: str | Sequence[str] | None,
+        progress: ProgressCallback | None,
+    ) -> IngestResult:
+        started = time.perf_counter()
+        agents = self.agents(model)
+        result = IngestResult(scope=scope, source=source, timestamp=utc_now())
+        store = await self._checked_store(scope)
+        try:
+            await ingest_stream(
+                self,
+                stream,
+                digest=digest,
+                size=size,
+                scope=scope,
+                source=source,
+                agents=agents,
+                category=category,
+                progress=progress,
+                result=result,
+            )
+        except ModelError as error:
+            result.status = "error"
+            result.error = ErrorInfo(
+                code=error.code,
+                message=error.message,
+                hint=error.hint
+                or "check the [llm] settings, or set llm.model = 'offline'; "
+                "run the ingest again to resume after the last stored batch",
+            )
+        stats = agents.stats
+        result.warnings.extend(agents.warnings())
+        result.model_used = stats.models_used
+        result.llm_calls = sum(stats.calls.values())
+        result.total_latency = round(time.perf_counter() - started, 6)
+        streamed = result.stream.model_dump() if result.stream is not None else {}
+        result.run_id = await store.record_run(
+            scope,
+            INGEST_RUN_KIND,
+            result.total_latency * 1000,
+            {
+                "source": source,
+                "chunks": streamed.get("chunks", 0),
+                "new_chunks": streamed.get("new_chunks", 0),
+                "stream": streamed,
+                "categories_created": len(result.categories_created),
+                "status": result.status,
+                "error": result.error.model_dump() if result.error else None,
+                **stats.as_dict(),
+            },
+        )
+        return result
+
+    # -- removal -----------------------------------------------------------------------------
+
+    async def forget(
+        self,
+        *,
+        scope: str,
+        chunk_ids: Sequence[str] = (),
+        source: str | None = None,
+        category: str | int | None = None,
+    ) -> KnowledgeRemoval:
+        """Remove ingested knowledge: chunks by id (chunk id or item id), every chunk ingested
+        from ``source``, or a category with its whole subtree (id or path "A / B"); the
+        categories left empty go too, all in one transaction.
+
+        Raises:
+            InvalidInputError: nothing to remove was named, or the category does not exist
+                (the message lists the top-level categories).
+            ConfigError: the store has no removal (the transitional PostgreSQL / MySQL tables).
+        """
+        scope = validate_scope(scope)
+        if not chunk_ids and source is None and category is None:
+            raise InvalidInputError(
+                "nothing to forget: no chunk id, source or category given",
+                hint="pass chunk ids, source='notes.md' or category='Databases / Indexing'",
+            )
+        store = await self.store()
+        if not isinstance(store, PortHierarchyStore):
+            raise ConfigError(
+                f"removing knowledge is not available on the {store.backend} hierarchy tables",
+                hint="use SQLite or PostgreSQL (the shared store)",
+            )
+        categories = [] if category is None else [await self._category_id(store, scope, category)]
+        removed = await store.remove_chunks(
+            scope, chunk_ids=list(chunk_ids), source=source, category_ids=categories
+        )
+        self._centroids.pop(scope, None)
+        return KnowledgeRemoval(
+            scope=scope,
+            chunks=removed.chunks,
+            categories=removed.categories,
+            sources=removed.resources,
+        )
+
+    async def _category_id(self, store: HierarchyStore, scope: str, category: str | int) -> int:
+        paths = await self._paths_by_id(store, scope)
+        if isinstance(category, int) or str(category).isdigit():
+            if int(category) in paths:
+                return int(category)
+        else:
+            wanted = " / ".join(part.strip() for part in str(category).split("/")).casefold()
+            for category_id, label in paths.items():
+                if label.casefold() == wanted:
+                    return category_id
+        tops = sorted({label.split(" / ")[0] for label in paths.values()})[:20]
+        raise InvalidInputError(
+            f"no category {category!r} in scope {scope!r}",
+            hint=f"give an id or a full path from `memoir categories` (top level: "
+            f"{', '.join(tops) or 'none yet'})",
         )
 
     # -- query -------------------------------------------------------------------------------

@@ -7,7 +7,9 @@
   pinned or manually saved entry would have been trimmed);
 - hybrid retrieval hit rate: recalls that returned at least one memory; ``used_rate``: recalls
   whose memories the caller reported as used (``mark_used``), the spec's "influenced the model";
-- user actions (pin, unpin, forget, settings, incognito, manual saves) in total and per day.
+- user actions (pin, unpin, forget, settings, incognito, manual saves) in total and per day;
+  per day also recalls and recalls that returned something (``recall_hit``), and entries
+  embedded by the backfill (``embedded``).
 """
 
 from __future__ import annotations
@@ -89,7 +91,14 @@ def space_stats(
         daily.setdefault(day, Counter())[event.kind] += 1
     for run in recalls:
         if run.started_at >= since:
-            daily.setdefault(run.started_at[:10], Counter())["recall"] += 1
+            day_counts = daily.setdefault(run.started_at[:10], Counter())
+            day_counts["recall"] += 1
+            if int(run.payload.get("returned", 0)) > 0:
+                day_counts["recall_hit"] += 1
+    for run in runs:
+        if run.kind == "memory_backfill" and run.started_at >= since:
+            embedded = int(run.payload.get("embedded", 0))
+            daily.setdefault(run.started_at[:10], Counter())["embedded"] += embedded
 
     cap = state.soft_cap or settings.soft_cap
     alerts: list[str] = []

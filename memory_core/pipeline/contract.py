@@ -58,6 +58,10 @@ class RunOutcome:
     timings: list[StepTiming]
     status: Literal["ok", "failed"] = "ok"
     error: str | None = None
+    failed_step: str | None = None
+    """The step_id whose failure (after its retries) stopped the run."""
+    run_id: str | None = None
+    """The runner's own id for the run (Burr app id, Temporal workflow id); None for sync."""
 
 
 ExecuteStep = Callable[[StepSpec, State], Mapping[str, Any]]
@@ -93,7 +97,11 @@ class SyncRunner:
                         StepTiming(step.step_id, ms, attempts, f"{type(exc).__name__}: {exc}")
                     )
                     return RunOutcome(
-                        state, timings, "failed", f"step {step.step_id!r} failed: {exc}"
+                        state,
+                        timings,
+                        "failed",
+                        f"step {step.step_id!r} failed: {exc}",
+                        failed_step=step.step_id,
                     )
                 break
             timings.append(

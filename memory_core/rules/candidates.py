@@ -130,14 +130,27 @@ def graph_candidates(
 
 
 async def query_vector(
-    embedder: Any, text: str, warnings: list[str]
+    embedder: Any, text: str, warnings: list[str], *, wait_s: float = 0.0
 ) -> tuple[np.ndarray | None, bool]:
-    """The task's embedding, or (None, False) with a warning when the model is not usable."""
+    """The task's embedding, or (None, False) with a warning when the model is not usable.
+
+    A model still loading is waited for, up to ``wait_s`` seconds (the first call of a
+    session should rank as well as the hundredth); past that the query ranks without it.
+    """
     if not embedder.is_ready():
-        # Never block a query on the model: rank without SemanticSim this time.
         embedder.start_loading()
-        warnings.append(SEMANTIC_LOADING)
-        return None, False
+        if wait_s > 0:
+            with anyio.move_on_after(wait_s):
+                try:
+                    await embedder.ensure_loaded()
+                except EmbeddingError as exc:
+                    warnings.append(
+                        f"semantic ranking unavailable: {exc.message}; keyword matching used"
+                    )
+                    return None, False
+        if not embedder.is_ready():
+            warnings.append(SEMANTIC_LOADING)
+            return None, False
     try:
         return await embedder.embed_query(text), True
     except EmbeddingError as exc:
@@ -226,6 +239,7 @@ async def search_arms(
     warnings: list[str],
     *,
     k: int,
+    wait_s: float = 0.0,
 ) -> Arms:
     """Every candidate arm: lexical, semantic and graph expansion, overlapped.
 
@@ -249,7 +263,9 @@ async def search_arms(
         group.start_soon(lexical)
         # Let the task queue its statement on the reader thread before this one gets busy.
         await anyio.lowlevel.checkpoint()
-        arms.query_vec, arms.semantic_ok = await query_vector(embedder, text, warnings)
+        arms.query_vec, arms.semantic_ok = await query_vector(
+            embedder, text, warnings, wait_s=wait_s
+        )
         if arms.query_vec is not None:
             in_memory = _in_memory_semantic(index, arms.query_vec, k)
         arms.graph = expand()

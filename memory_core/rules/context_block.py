@@ -1,9 +1,9 @@
 """Pack ranked directives into a token budget and render the context block (pure).
 
 Budget rules (Requirement 4): the top three MUST directives are always included, up to a
-safety cap (2,000 tokens by default); every other directive is added greedily in score order
-only while the block stays within the budget (one that does not fit is skipped, smaller ones
-after it may still fit). Counts are exact: the finished block is counted with the configured
+safety cap (2,000 tokens by default); every other directive is added in score order while the
+block stays within the budget, and packing stops at the first one that does not fit (the
+spec's order: a lower-ranked directive never takes the place of a higher-ranked one). Counts are exact: the finished block is counted with the configured
 tokenizer and trimmed if the per-line estimate was off.
 
 Layout (Requirement 5.5): a header naming the detected context, then one group per rule (in
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memory_core.rules.models import Citation, DetectedContext, RankedDirective
+from rules_parser.polarity import directive_marker
 
 __all__ = ["PackedBlock", "pack_directives", "render_header"]
 
@@ -58,7 +59,9 @@ def _breadcrumb(directive: RankedDirective) -> str:
 
 def _line(directive: RankedDirective, ref: int, breadcrumbs: bool) -> str:
     text = " ".join(directive.text.split())
-    line = f"- **{directive.severity}** {text} [{ref}]\n"
+    marker = directive_marker(directive.severity, directive.polarity, text)
+    why = f" _({directive.reason})_" if directive.reason else ""
+    line = f"- **{marker}** {text} [{ref}]{why}\n"
     return line + (_breadcrumb(directive) if breadcrumbs else "")
 
 
@@ -135,13 +138,14 @@ def pack_directives(
         rules_in.add(directive.rule_id)
         forced_ids.add(directive.directive_id)
     dropped = 0
-    for directive in ranked:
+    for position, directive in enumerate(ranked):
         if directive.directive_id in forced_ids:
             continue
         needed = cost(directive)
         if used + needed > budget:
-            dropped += 1
-            continue
+            # Stop, do not skip: everything from here on is left out.
+            dropped = sum(1 for d in ranked[position:] if d.directive_id not in forced_ids)
+            break
         used += needed
         chosen.append(directive)
         rules_in.add(directive.rule_id)

@@ -23,6 +23,7 @@ from memory_core.rules.topics import TopicNormalizer
 from memory_core.scope import Scope
 from memory_core.tokens import TokenCounter
 from rules_parser import Directive, RuleDocument, infer_layer
+from rules_parser.polarity import directive_marker
 from rules_parser.vocabulary import FRAMEWORK_KEYWORDS, LANGUAGE_KEYWORDS, PLATFORM_KEYWORDS
 
 __all__ = [
@@ -62,9 +63,12 @@ def condition_key(text: str) -> str:
     return re.sub(r"\s+", " ", text.casefold()).strip()[:300]
 
 
-def directive_line(severity: str, text: str) -> str:
+_CONTEXT_LINES = 60
+
+
+def directive_line(severity: str, text: str, polarity: str = "do") -> str:
     """The compact rendered form of a directive (what the token count is stored for)."""
-    return f"- **{severity}** {text}"
+    return f"- **{directive_marker(severity, polarity, text)}** {text}"
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,9 @@ def build_plan(
         (_section_key(uri, s.path), " > ".join(s.path), s.line) for s in document.sections
     )
     section_keys = {s[0] for s in sections}
-    lines = tokens.count_many([directive_line(d.severity, d.text) for d in document.directives])
+    lines = tokens.count_many(
+        [directive_line(d.severity, d.text, d.polarity) for d in document.directives]
+    )
     plans: list[DirectivePlan] = []
     for directive, line_tokens in zip(document.directives, lines, strict=True):
         layer = _effective_layer(document, directive)
@@ -193,6 +199,7 @@ def build_plan(
             "statement": directive.text,
             "severity": directive.severity,
             "severity_source": directive.severity_source,
+            "polarity": directive.polarity,
             "layer": layer,
             "topics": list(d_topics),
             "when_to_apply": list(conditions),
@@ -249,6 +256,8 @@ def build_plan(
         "always_apply": document.always_apply,
         "description": document.description,
         "mode": document.mode,
+        # Inventories, command and file lists, plans, narrative: shown with the rule, not ranked.
+        "context": list(document.context[:_CONTEXT_LINES]),
     }
     return DocumentPlan(
         scope=scope,

@@ -31,6 +31,7 @@ class IndexedRule:
     conditions: tuple[str, ...]
     condition_terms: tuple[tuple[tuple[str, float], ...], ...]
     sources: tuple[str, ...]
+    related: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class IndexedDirective:
     rule_id: str
     statement: str
     severity: str
+    polarity: str
     layer: str
     topics: tuple[str, ...]
     topic_set: frozenset[str]  # with broad parents
@@ -109,6 +111,7 @@ def build_index(
             conditions=conditions,
             condition_terms=tuple(condition_terms(c) for c in conditions),
             sources=tuple(meta.get("sources") or ()),
+            related=tuple(meta.get("related_rules") or ()),
         )
         for topic in meta.get("authoritative_for") or ():
             index.rules_by_authority.setdefault(topic, []).append(rule.rule_id)
@@ -145,6 +148,7 @@ def build_index(
             rule_id=rule_id,
             statement=str(meta.get("statement", "")),
             severity=str(meta.get("severity", "SHOULD")),
+            polarity=str(meta.get("polarity", "do")),
             layer=str(meta.get("layer") or ""),
             topics=topics,
             topic_set=topic_set,

@@ -22,10 +22,13 @@ from memory_core.rules.paths import display_path, resolve_allowed
 from memory_core.rules.topics import TopicNormalizer
 from memory_core.storage.sqlite import rules as rules_sql
 
-__all__ = ["BATCH_DIRECTIVES", "PLAIN_SKIPPED", "ingest_loaded", "read_rule_files"]
+__all__ = ["BATCH_DIRECTIVES", "Skipped", "ingest_loaded", "read_rule_files"]
 
-# Marks a plain markdown file met during a folder walk (not ingested, reported as skipped).
-PLAIN_SKIPPED = object()
+
+class Skipped(str):
+    """Why a file met during a folder walk was not ingested (reported, never silent)."""
+
+
 # Documents are written in transactions of about this many directives: one commit per file
 # made bulk ingest slow, one for everything would hold the write lock for too long.
 BATCH_DIRECTIVES = 400
@@ -52,15 +55,27 @@ def _batches(plans: Sequence[DocumentPlan], size: int) -> list[list[DocumentPlan
 
 
 def read_rule_files(
-    paths: Sequence[str], roots: Sequence[Path], *, cwd: Path
+    paths: Sequence[str],
+    roots: Sequence[Path],
+    *,
+    cwd: Path,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> list[tuple[str, Any]]:
     """Resolve, walk and parse rule files (blocking: run it in a worker thread).
 
+    Args:
+        paths: files or folders.
+        roots: folders they must resolve into.
+        cwd: base of relative paths.
+        include: glob patterns of files a folder walk takes whatever they are.
+        exclude: glob patterns of files a folder walk leaves out.
+
     Returns:
-        (recorded path, ``ParseResult`` | ``MemoirError`` | ``PLAIN_SKIPPED``) per file, in
-        order; problems are values, so one bad path never stops the others.
+        (recorded path, ``ParseResult`` | ``MemoirError`` | ``Skipped``) per file, in order;
+        problems are values, so one bad path never stops the others.
     """
-    from rules_parser import discover_rule_files, load
+    from rules_parser import discover, load
 
     loaded: list[tuple[str, Any]] = []
     for raw in paths:
@@ -69,7 +84,18 @@ def read_rule_files(
         except MemoirError as exc:
             loaded.append((str(raw), exc))
             continue
-        files = discover_rule_files(resolved) if resolved.is_dir() else [resolved]
+        if resolved.is_dir():
+            found = discover(resolved, include=include, exclude=exclude)
+            files = found.files
+            for skipped, reason in found.skipped:
+                try:
+                    real, file_root = resolve_allowed(skipped, roots, cwd=cwd)
+                    shown = display_path(real, file_root)
+                except MemoirError:
+                    shown = str(skipped)
+                loaded.append((shown, Skipped(reason)))
+        else:
+            files = [resolved]
         for file in files:
             try:
                 real, file_root = resolve_allowed(file, roots, cwd=cwd)
@@ -77,14 +103,7 @@ def read_rule_files(
                 loaded.append((str(file), exc))
                 continue
             shown = display_path(real, file_root)
-            result = load(real, display_path=shown)
-            document = result.document
-            if resolved.is_dir() and document and document.format == "plain_markdown":
-                # READMEs and docs are not rules: a folder walk takes rule formats
-                # (template, AGENTS.md, .mdc, …); plain markdown must be named.
-                loaded.append((shown, PLAIN_SKIPPED))
-                continue
-            loaded.append((shown, result))
+            loaded.append((shown, load(real, display_path=shown)))
     return loaded
 
 
@@ -106,12 +125,9 @@ async def ingest_loaded(
     plans: list[DocumentPlan] = []
     secrets_flagged = 0
     for shown, result in loaded:
-        if result is PLAIN_SKIPPED:
-            warnings.append(
-                f"{shown}: skipped: plain markdown found while walking a folder; "
-                "pass the file itself to ingest it as rules"
-            )
-            documents.append(DocumentReport(path=shown, status="skipped"))
+        if isinstance(result, Skipped):
+            warnings.append(f"{shown}: skipped: {result}")
+            documents.append(DocumentReport(path=shown, status="skipped", error=str(result)))
             continue
         if isinstance(result, MemoirError):
             warnings.append(f"{shown}: error: {result.message}")

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rules_parser.polarity import directive_marker
+
 __all__ = [
     "Citation",
     "DetectedContext",
@@ -144,6 +146,11 @@ class RankedDirective(BaseModel):
     rule_title: str | None = Field(default=None, description="Title of its rule.")
     text: str = Field(description="The directive statement.")
     severity: Literal["MUST", "SHOULD", "MAY"] = Field(description="MUST, SHOULD or MAY.")
+    polarity: Literal["do", "dont", "ask"] = Field(
+        default="do",
+        description="do: an instruction; dont: a prohibition (never do what the text says); "
+        "ask: ask the user before doing it.",
+    )
     layer: str | None = Field(default=None, description="Layer the directive applies to.")
     topics: list[str] = Field(default_factory=list, description="Topics of the directive.")
     source_path: str = Field(description="Rule document the directive comes from.")
@@ -157,6 +164,9 @@ class RankedDirective(BaseModel):
     )
     forced: bool = Field(
         default=False, description="Included as a top MUST regardless of the budget."
+    )
+    reason: str = Field(
+        default="", description="Why it was chosen for this task, in a few words (rendered)."
     )
     ref: int | None = Field(default=None, description="Its [n] marker in the context block.")
 
@@ -188,6 +198,11 @@ class RetrievalStats(BaseModel):
     graph_hits: int = Field(default=0, description="Candidates from graph expansion.")
     dropped_for_budget: int = Field(
         default=0, description="Ranked directives left out by the budget."
+    )
+    below_relevance: int = Field(
+        default=0,
+        description="Candidates left out because they were not relevant enough to the task "
+        "(the budget is a ceiling, not a target).",
     )
 
 
@@ -252,6 +267,7 @@ class DirectiveDetail(BaseModel):
     directive_id: str
     text: str
     severity: Literal["MUST", "SHOULD", "MAY"]
+    polarity: Literal["do", "dont", "ask"] = "do"
     section: list[str] = Field(default_factory=list)
     source_path: str
     line_start: int | None = None
@@ -266,6 +282,11 @@ class DirectiveDetail(BaseModel):
     )
     anti_patterns: list[str] = Field(default_factory=list, description="Prose anti-patterns.")
     token_count: int
+
+    @property
+    def marker(self) -> str:
+        """``MUST``, ``MUST NOT``, ``ASK FIRST``…: how the directive is rendered."""
+        return directive_marker(self.severity, self.polarity, self.text)
 
 
 class RuleDetail(BaseModel):

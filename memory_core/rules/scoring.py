@@ -35,6 +35,8 @@ __all__ = [
     "resolve_weights",
     "score_directive",
     "score_total",
+    "signal_values",
+    "total_of",
     "when_to_apply_match",
 ]
 
@@ -218,6 +220,30 @@ def _signals(
     severity_boost = _SEVERITY_POINTS.get(severity, 1.0)
     sim = 0.0 if semantic is None else round(max(0.0, min(1.0, float(semantic))), 4)
     return authority, wta, which, layer_match, overlap, severity_boost, sim
+
+
+def signal_values(
+    *,
+    severity: str,
+    layer: str,
+    topics: frozenset[str],
+    conditions: tuple[tuple[tuple[str, float], ...], ...],
+    rule_authoritative_for: frozenset[str],
+    semantic: float | None,
+    query: QueryFeatures,
+    wta_cache: dict[int, tuple[float, int]] | None = None,
+) -> tuple[float, float, int, float, float, float, float]:
+    """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic)."""
+    return _signals(
+        severity, layer, topics, conditions, rule_authoritative_for, semantic, query, wta_cache
+    )
+
+
+def total_of(
+    values: tuple[float, float, int, float, float, float, float], weights: Mapping[str, float]
+) -> float:
+    """The weighted total of :func:`signal_values`."""
+    return _total(values, weights)
 
 
 def _total(

@@ -29,11 +29,12 @@ from memory_core.models import utc_now
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
+    STOPWORDS,
     DetectionCache,
     detect_context,
     validate_task,
 )
-from memory_core.rules.dictionaries import build_dictionaries
+from memory_core.rules.dictionaries import build_dictionaries, tokenize
 from memory_core.rules.graph import rule_key
 from memory_core.rules.index import DirectiveIndex, IndexedDirective, build_index
 from memory_core.rules.ingest import ingest_loaded, read_rule_files
@@ -53,6 +54,7 @@ from memory_core.rules.models import (
     UpsertReport,
 )
 from memory_core.rules.paths import escaping_links, validate_virtual_path
+from memory_core.rules.relevance import RelevanceGate, relevance, short_reason
 from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
@@ -60,13 +62,28 @@ from memory_core.rules.scoring import (
     content_stems,
     resolve_weights,
     score_directive,
-    score_total,
+    signal_values,
+    total_of,
 )
-from memory_core.rules.topics import expand_topics
+from memory_core.rules.topics import expand_topics, stem
 from memory_core.scope import find_project_root
 from memory_core.storage.sqlite import rules as rules_sql
+from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
+
+# Relevance gate and how much relevance counts in the final order (tuned on the dev set).
+_GATE = RelevanceGate()
+_RELEVANCE_WEIGHT = 0.0
+
+
+def _met_condition(breakdown: ScoreBreakdown, conditions: Sequence[str]) -> str | None:
+    if breakdown.when_to_apply <= 0:
+        return None
+    for reason in breakdown.reasons:
+        if reason.startswith("when to apply: "):
+            return reason[len("when to apply: ") :].rsplit(" (", 1)[0].strip("'\"")
+    return conditions[0] if conditions else None
 
 
 def _log() -> Any:
@@ -139,6 +156,9 @@ class RulesService:
         scope: str,
         overwrite: bool = False,
         allowed_roots: Sequence[str] | None = None,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        named_by_user: bool = False,
     ) -> UpsertReport:
         """Ingest rule files (or folders, walked for every supported format).
 
@@ -153,6 +173,12 @@ class RulesService:
             overwrite: replace rules of the same name from other documents (else merge).
             allowed_roots: folders paths must resolve into (default: ``rules.allowed_roots``
                 and the project root of the working directory).
+            include: glob patterns (relative to a walked folder) of files to take whatever
+                they are (``docs/**/*.md``).
+            exclude: glob patterns of files to leave out of a folder walk.
+            named_by_user: the paths come from the person at the shell (the CLI): each is
+                theirs to read, so it is its own allowed root. Paths an agent sends over MCP
+                keep the allowed-roots restriction.
 
         Returns:
             Statistics (Requirement 7.4), warnings and per-document outcomes.
@@ -170,7 +196,13 @@ class RulesService:
         started = time.perf_counter()
         roots = self._roots(allowed_roots)
         cwd = self._cwd
-        loaded = await anyio.to_thread.run_sync(lambda: read_rule_files(paths, roots, cwd=cwd))
+        if named_by_user:
+            for raw in paths:
+                named = self._absolute(raw).resolve()
+                roots.append(named if named.is_dir() else named.parent)
+        loaded = await anyio.to_thread.run_sync(
+            lambda: read_rule_files(paths, roots, cwd=cwd, include=include, exclude=exclude)
+        )
         report = await ingest_loaded(
             self._ctx, loaded, scope=scope, overwrite=overwrite, started=started
         )
@@ -386,6 +418,7 @@ class RulesService:
             ),
             warnings,
             k=self._settings.candidate_k,
+            wait_s=self._settings.embedder_wait_s,
         )
         lexical_ids, nearest_ids, graph_ids = arms.lexical, arms.nearest, arms.graph
         semantic, semantic_ok = arms.similarity, arms.semantic_ok
@@ -403,12 +436,13 @@ class RulesService:
                 }
         wta_cache: dict[int, tuple[float, int]] = {}
         no_rule = frozenset[str]()
-        scored: list[tuple[float, float, int]] = []
+        lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
+        candidates: list[tuple[float, float, float, int]] = []
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
             sim = semantic.get(item_id) if semantic_ok else None
-            total = score_total(
+            values = signal_values(
                 severity=directive.severity,
                 layer=directive.layer,
                 topics=directive.topic_set,
@@ -416,16 +450,41 @@ class RulesService:
                 rule_authoritative_for=rule.authoritative_for if rule else no_rule,
                 semantic=sim,
                 query=features,
-                weights=weights,
                 wta_cache=wta_cache,
             )
-            scored.append((total, sim or 0.0, item_id))
+            rel = relevance(
+                semantic=sim,
+                lexical_rank=lexical_rank.get(item_id),
+                lexical_size=len(lexical_ids),
+                when_to_apply=values[1],
+                authority=values[0],
+                topic_overlap=values[4],
+            )
+            candidates.append((total_of(values, weights), rel, sim or 0.0, item_id))
+        # The budget is a ceiling: only candidates relevant to the task go on to be ranked.
+        candidates.sort(key=lambda c: (-c[1], -c[0], c[3]))
+        keep = _GATE.cut([c[1] for c in candidates])
+        below_relevance = len(candidates) - keep
+        scored = [
+            (total + _RELEVANCE_WEIGHT * rel, sim, item_id)
+            for total, rel, sim, item_id in candidates[:keep]
+        ]
         scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
         lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
-        ranked = []
+        ranked: list[RankedDirective] = []
+        seen_statements: set[frozenset[str]] = set()
+        restated = 0
         # Only what can be shown gets an explanation (building one per candidate is costly).
-        for _, _, item_id in scored[:limit]:
+        for _, _, item_id in scored:
+            if len(ranked) >= limit:
+                break
             directive = index.directives[item_id]
+            # AGENTS.md and CLAUDE.md often say the same thing: one line is enough.
+            statement_key = restatement_key(directive.statement)
+            if statement_key and statement_key in seen_statements:
+                restated += 1
+                continue
+            seen_statements.add(statement_key)
             rule = index.rules.get(directive.rule_id)
             breakdown = score_directive(
                 severity=directive.severity,
@@ -438,9 +497,20 @@ class RulesService:
                 query=features,
                 weights=weights,
             )
-            ranked.append(
-                self._ranked(index, item_id, breakdown, lexical_set, nearest_set, graph_ids)
+            entry = self._ranked(index, item_id, breakdown, lexical_set, nearest_set, graph_ids)
+            reason = short_reason(
+                shared_words=(
+                    w
+                    for w in dict.fromkeys(tokenize(directive.statement))
+                    if w not in STOPWORDS and len(w) > 2 and stem(w) in features.task_stems
+                ),
+                condition=_met_condition(breakdown, directive.conditions),
+                authority_topics=(rule.authoritative_for if rule else no_rule) & features.topics,
+                topics=directive.topic_set & features.topics,
+                semantic=semantic.get(item_id) if semantic_ok else None,
             )
+            entry = entry.model_copy(update={"reason": reason})
+            ranked.append(entry)
         packed = pack_directives(
             ranked,
             header=render_header(detected),
@@ -466,6 +536,7 @@ class RulesService:
                 semantic_hits=len(nearest_ids),
                 graph_hits=len(graph_ids),
                 dropped_for_budget=packed.dropped_for_budget + max(0, len(scored) - limit),
+                below_relevance=below_relevance,
             ),
             token_budget=budget,
             tokens_used=packed.tokens_used,
@@ -551,6 +622,7 @@ class RulesService:
             rule_title=rule.title if rule else None,
             text=directive.statement,
             severity=directive.severity,  # type: ignore[arg-type]
+            polarity=directive.polarity,  # type: ignore[arg-type]
             layer=directive.layer or None,
             topics=list(directive.topics),
             source_path=directive.uri,
@@ -605,12 +677,13 @@ class RulesService:
         return RuleDetail(
             summary=self._summary(index, key),
             when_to_apply=list(rule.conditions),
-            related_rules=[],
+            related_rules=list(rule.related),
             directives=[
                 DirectiveDetail(
                     directive_id=r.uid,
                     text=str(r.metadata.get("statement", "")),
                     severity=r.metadata.get("severity", "SHOULD"),
+                    polarity=r.metadata.get("polarity", "do"),
                     section=list(r.metadata.get("section_path") or []),
                     source_path=r.uri,
                     line_start=r.start_line,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,10 @@ from server.cli.output import (
     print_table,
     unredacted_stdout,
 )
+
+if TYPE_CHECKING:
+    from memory_core.retrieval.engine import SearchMode
+    from memory_core.service import Memoir
 
 __all__ = ["register"]
 
@@ -49,7 +53,7 @@ def _json_option(fn: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
 
 
-async def _ready(memoir: Any, mode: str) -> None:
+async def _ready(memoir: Memoir, mode: str) -> None:
     # A one-shot command waits for the model: the engine's lexical fallback while the
     # embedder loads exists for servers, and would make every CLI search lexical-only.
     if mode != "lexical":
@@ -136,7 +140,7 @@ def add_command(
         )
     progress = _Progress(enabled=not as_json)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         target = _scope(state, scope)
         if text is not None and virtual_path is not None:
             return await memoir.documents.add_text(
@@ -181,17 +185,43 @@ def add_command(
 
 
 @click.command("rm")
-@click.argument("targets", nargs=-1, required=True)
+@click.argument("targets", nargs=-1)
 @click.option("--purge", is_flag=True, help="Drop the tombstones now (as compact does).")
+@click.option(
+    "--chunk", "chunks", multiple=True, help="Knowledge: remove this chunk (id; repeatable)."
+)
+@click.option("--source", help="Knowledge: remove every chunk ingested from this file or source.")
+@click.option("--category", help='Knowledge: remove a category and its subtree (id or "A / B").')
 @_scope_option
 @_json_option
 @pass_state
 def rm_command(
-    state: CliState, targets: tuple[str, ...], purge: bool, scope: str | None, as_json: bool
+    state: CliState,
+    targets: tuple[str, ...],
+    purge: bool,
+    chunks: tuple[str, ...],
+    source: str | None,
+    category: str | None,
+    scope: str | None,
+    as_json: bool,
 ) -> None:
-    """Remove documents by id or path (a target with a '/' or naming a file is a path)."""
+    """Remove documents by id or path (a target with a '/' or naming a file is a path), or
+    ingested knowledge with --chunk, --source or --category."""
+    knowledge = bool(chunks) or source is not None or category is not None
+    if knowledge == bool(targets):
+        fail(
+            InvalidInputError(
+                "give documents to remove, or --chunk / --source / --category for knowledge",
+                hint="memoir rm docs/a.md  |  memoir rm --source notes.md  |  "
+                "memoir rm --category 'Databases / Indexing'",
+            ),
+            as_json=as_json,
+        )
+    if knowledge:
+        _rm_knowledge(state, chunks, source, category, scope, as_json)
+        return
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.documents.remove(list(targets), scope=_scope(state, scope), purge=purge)
 
     report = state.run(run, as_json=as_json)
@@ -202,6 +232,32 @@ def rm_command(
     print_table(["doc id", "path"], [(d.doc_id, d.path) for d in report.removed])
     if report.purged:
         click.echo(f"purged {report.purged['documents']} documents")
+
+
+def _rm_knowledge(
+    state: CliState,
+    chunks: tuple[str, ...],
+    source: str | None,
+    category: str | None,
+    scope: str | None,
+    as_json: bool,
+) -> None:
+    if source is not None and Path(source).expanduser().is_file():
+        source = str(Path(source).expanduser().resolve())  # files are recorded by full path
+
+    async def run(memoir: Memoir) -> Any:
+        return await memoir.hierarchy.forget(
+            scope=_scope(state, scope), chunk_ids=list(chunks), source=source, category=category
+        )
+
+    removed = state.run(run, as_json=as_json)
+    if as_json:
+        emit_json(envelope(forget=removed.model_dump()))
+        return
+    click.echo(
+        f"removed {removed.chunks} chunks and {removed.categories} emptied categories "
+        f"from scope {removed.scope}"
+    )
 
 
 def _print_results(response: Any) -> None:
@@ -260,7 +316,7 @@ def _cell(column: str, value: Any) -> str:
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def _mode(bm25: bool, vector: bool) -> str:
+def _mode(bm25: bool, vector: bool) -> SearchMode:
     if bm25 == vector:
         return "hybrid"
     return "lexical" if bm25 else "semantic"
@@ -295,7 +351,7 @@ def search_command(
         if query is not None:
             fail(InvalidInputError("--stdin takes no QUERY argument"), as_json=True)
 
-        async def run_lines(memoir: Any) -> int:
+        async def run_lines(memoir: Memoir) -> int:
             await _ready(memoir, mode)
             failures = 0
             target = _scope(state, scope)
@@ -323,7 +379,7 @@ def search_command(
             as_json=as_json,
         )
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await _ready(memoir, mode)
         return await memoir.documents.search(
             query,
@@ -361,7 +417,7 @@ def query_command(
                 as_json=as_json,
             )
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await _ready(memoir, "hybrid")
         return await memoir.documents.query_rql(rql, scope=_scope(state, scope), explain=explain)
 
@@ -397,7 +453,7 @@ def context_command(
 ) -> None:
     """Assemble a deterministic context window within a token budget, with provenance."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await _ready(memoir, "hybrid")
         return await memoir.documents.context(
             query,
@@ -431,7 +487,7 @@ def context_command(
 def compact_command(state: CliState, as_json: bool) -> None:
     """VACUUM, purge tombstones and optimise the indexes."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.documents.compact()
 
     result = state.run(run, as_json=as_json)
@@ -453,7 +509,7 @@ def export_command(state: CliState, out: Path | None, all_scopes: bool, scope: s
     """Back up every kind of memory (documents, rules and their graph, knowledge and its
     categories, agent memories) as JSONL: stdout, or --out FILE (created 0600)."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         target = None if all_scopes else _scope(state, scope)
         if out is None:
             # Records are redacted as they are written (vectors untouched): no second pass.
@@ -474,7 +530,7 @@ def import_command(state: CliState, file: Path, scope: str | None, as_json: bool
     """Restore a backup written by `memoir export` (`-` reads stdin). Rows keep their own
     scopes; an older documents-only export goes into the current scope."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         source: Any = sys.stdin if str(file) == "-" else file
         return await memoir.import_(source, scope=_scope(state, scope))
 

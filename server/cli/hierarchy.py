@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,10 @@ from memory_core.scope import resolve_scope
 from server.cli.inputs import read_stdin_text
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, fail, print_table
+from server.cli.progress import progress_reporter
+
+if TYPE_CHECKING:
+    from memory_core.service import Memoir
 
 __all__ = ["register"]
 
@@ -74,7 +78,12 @@ def register(cli: click.Group) -> None:
         scope: str | None,
         as_json: bool,
     ) -> None:
-        """Chunk text (a file, - for stdin, or --text) and file it into the category tree."""
+        """Chunk text (a file, - for stdin, or --text) and file it into the category tree.
+
+        Inputs over hierarchy.ingest_batch_bytes stream in batches, one transaction each: a
+        progress bar on a terminal (JSON progress lines on stderr with --json), and an
+        interrupted ingest of the same input resumes after its last stored batch.
+        """
         if (source is None) == (text is None):
             fail(
                 InvalidInputError(
@@ -93,14 +102,23 @@ def register(cli: click.Group) -> None:
             except MemoirError as error:
                 fail(error, as_json=as_json)
 
-        async def run(memoir: Any) -> Any:
+        progress = progress_reporter(as_json=as_json)
+
+        async def run(memoir: Memoir) -> Any:
             if body is not None:
                 return await memoir.hierarchy.ingest_text(
-                    body, scope=target, source=origin, category=category
+                    body, scope=target, source=origin, category=category, progress=progress
                 )
-            return await memoir.hierarchy.ingest_file(source, scope=target, category=category)
+            assert source is not None  # exactly one of FILE, - or --text (checked above)
+            return await memoir.hierarchy.ingest_file(
+                source, scope=target, category=category, progress=progress
+            )
 
-        result = state.run(run, as_json=as_json)
+        try:
+            result = state.run(run, as_json=as_json)
+        finally:
+            if progress is not None:
+                progress.close()
         _finish(result, as_json, {"ingest": result.model_dump(exclude_none=True)})
         if not as_json:
             new = sum(1 for c in result.chunks if not c.already_stored)
@@ -140,7 +158,7 @@ def register(cli: click.Group) -> None:
         """Answer QUESTION by walking the category tree; cites the chunks it used."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             return await memoir.hierarchy.query(
                 question,
                 scope=target,
@@ -185,7 +203,7 @@ def register(cli: click.Group) -> None:
         """List the category hierarchy (nested nodes with name, level and children)."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             if recluster:
                 return await memoir.hierarchy.recluster(scope=target)
             return await memoir.hierarchy.categories(scope=target)
@@ -231,7 +249,7 @@ def register(cli: click.Group) -> None:
         """Recorded query and ingest runs: strategy, paths, budget, tokens, latency."""
         target = _scope(state, scope)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             return await memoir.hierarchy.runs(scope=target, limit=limit, kind=kind)
 
         records = state.run(run, as_json=as_json)

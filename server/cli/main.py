@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import click
@@ -24,6 +24,9 @@ from memory_core.input_limits import os_error_as_input_error
 from memory_core.redaction import RedactingWriter
 from server.cli.output import emit_json, envelope, fail, print_table
 from server.logging_setup import configure_logging
+
+if TYPE_CHECKING:
+    from memory_core.service import Memoir
 
 __all__ = ["CliState", "cli", "main", "open_and_run", "pass_state"]
 
@@ -207,7 +210,7 @@ def init(state: CliState, path: Path, as_json: bool) -> None:
     settings = load_settings(config_file=config)
     state = CliState(settings=settings, db=db_url)
 
-    async def create(memoir: Any) -> dict[str, Any]:
+    async def create(memoir: Memoir) -> dict[str, Any]:
         return await memoir.stats()
 
     stats = state.run(create, as_json=as_json)
@@ -256,7 +259,7 @@ def stats(state: CliState, as_json: bool) -> None:
     """Counts, file size, embedder, SQLite / sqlite-vec versions of the store."""
     started = time.perf_counter()
 
-    async def collect(memoir: Any) -> dict[str, Any]:
+    async def collect(memoir: Memoir) -> dict[str, Any]:
         result: dict[str, Any] = await memoir.stats()
         result["documents"] = (await memoir.documents.stats(scope=None))["documents"]
         return result
@@ -305,7 +308,7 @@ def reembed(state: CliState, as_json: bool) -> None:
         if not as_json and sys.stderr.isatty():
             click.echo(f"\rre-embedding {done}/{total}", err=True, nl=done >= total)
 
-    async def run(memoir: Any) -> int:
+    async def run(memoir: Memoir) -> int:
         return int(await memoir.reembed(progress=progress))
 
     count = state.run(run, as_json=as_json, check_embedder=False)
@@ -321,7 +324,7 @@ def _register_features() -> None:
     # Each feature module owns its commands; a missing optional module must not break the CLI.
     import importlib
 
-    for name in ("documents", "rules", "hierarchy", "memory", "serve", "tokens"):
+    for name in ("documents", "rules", "hierarchy", "memory", "serve", "tokens", "layer"):
         try:
             module = importlib.import_module(f"server.cli.{name}")
         except ModuleNotFoundError as exc:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memory_core.errors import InvalidInputError
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, fail, print_table
+
+if TYPE_CHECKING:
+    from memory_core.service import Memoir
 
 __all__ = ["register"]
 
@@ -112,7 +115,7 @@ def add_command(
     """Remember TEXT (merged into a near-duplicate if there is one)."""
     target = _space(state, space)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await memoir.embedder.ensure_loaded()
         return await memoir.memories.remember(
             text, space=target, user=user, role=role, tags=tags, source_ids=source_ids,
@@ -149,7 +152,7 @@ def import_command(
     """Import memories from FILE (a folder for --format claude-code)."""
     target = space if space is not None or fmt == "jsonl" else _space(state, None)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await memoir.embedder.ensure_loaded()
         return await memoir.memories.import_(file, format=fmt, space=target, user=user)
 
@@ -215,7 +218,7 @@ def recall_command(
     target = _space(state, space)
     queries = [query] if query is not None else [q.strip() for q in sys.stdin if q.strip()]
 
-    async def run(memoir: Any) -> list[Any]:
+    async def run(memoir: Memoir) -> list[Any]:
         await memoir.embedder.ensure_loaded()
         return [
             await memoir.memories.recall(
@@ -273,7 +276,7 @@ def list_command(
     """List memories, newest first."""
     target = _space(state, space)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.memories.entries(
             space=target, user=user, pinned=pinned, manually_saved=saved, tag=tag,
             include_history=history, limit=limit, offset=offset,
@@ -305,9 +308,8 @@ def _id_command(name: str, help_text: str) -> Any:
     ) -> None:
         target = _space(state, space)
 
-        async def run(memoir: Any) -> Any:
-            method = {"show": memoir.memories.show, "pin": memoir.memories.pin,
-                      "unpin": memoir.memories.unpin, "forget": memoir.memories.forget}[name]  # fmt: skip
+        async def run(memoir: Memoir) -> Any:
+            method = getattr(memoir.memories, name)  # show | pin | unpin | forget
             return await method(memory_id, space=target, user=user)
 
         result = state.run(run, as_json=as_json, check_embedder=False)
@@ -351,7 +353,7 @@ def settings_command(
     target = _space(state, space)
     changing = any(v is not None for v in (memory_on, incognito_default, soft_cap))
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         if changing:
             return await memoir.memories.update_settings(
                 space=target, user=user, memory_enabled=_on_off(memory_on),
@@ -386,7 +388,7 @@ def _incognito(action: str) -> Any:
     ) -> None:
         target = _space(state, space)
 
-        async def run(memoir: Any) -> Any:
+        async def run(memoir: Memoir) -> Any:
             method = (
                 memoir.memories.incognito_start
                 if action == "start"
@@ -415,7 +417,7 @@ def stats_command(state: CliState, space: str | None, user: str | None, as_json:
     """Telemetry: backlog, p95 time to embed, failures, dedupe saves, trims, hit rate, actions."""
     target = _space(state, space)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.memories.stats(space=target, user=user)
 
     stats = state.run(run, as_json=as_json, check_embedder=False)
@@ -457,16 +459,18 @@ def backfill_command(
             as_json=as_json,
         )
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         await memoir.embedder.ensure_loaded()
         report = await memoir.memories.backfill(
             space=space, user=user, batch_size=batch_size, max_batches=max_batches
         )
         if retention:
+            assert space is not None  # refused above without --space
             report.retention_deleted = len(
                 await memoir.memories.apply_retention(space=space, user=user)
             )
         if rollup_days is not None:
+            assert space is not None
             rolled = await memoir.memories.rollup(
                 space=space, user=user, older_than_days=rollup_days
             )
@@ -495,7 +499,7 @@ def export_command(
 ) -> None:
     """Export memories as JSONL (to FILE, else stdout) that `import` reads back losslessly."""
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         out = file if file is not None else sys.stdout
         return await memoir.memories.export(
             out, space=space, user=user, with_vectors=not no_vectors

@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ from memory_core.errors import MemoirError
 from memory_core.scope import resolve_scope
 from server.cli.main import CliState, pass_state
 from server.cli.output import emit_json, envelope, print_table
+
+if TYPE_CHECKING:
+    from memory_core.service import Memoir
 
 __all__ = ["register", "rules"]
 
@@ -59,6 +62,20 @@ _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-rea
     multiple=True,
     help="Folder paths may resolve into (default: rules.allowed_roots and the project root).",
 )
+@click.option(
+    "--include",
+    "include",
+    multiple=True,
+    metavar="GLOB",
+    help="In folders, also take files matching GLOB (e.g. 'docs/**/*.md'); repeatable.",
+)
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="In folders, leave out files matching GLOB (e.g. 'docs/archive/**'); repeatable.",
+)
 @_scope_option
 @_json_option
 @pass_state
@@ -67,15 +84,30 @@ def upsert(
     paths: tuple[str, ...],
     overwrite: bool,
     allowed_roots: tuple[str, ...],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
     scope: str | None,
     as_json: bool,
 ) -> None:
-    """Ingest rule files or folders (walked for every supported format)."""
+    """Ingest rule files or folders.
+
+    A folder is walked for every rule file a team has: AGENTS.md / CLAUDE.md / GEMINI.md at
+    any depth, .cursor/rules, .claude/rules, .windsurf/rules, .clinerules, .roo/rules*,
+    Copilot instructions, markdown with rule front matter or in a rules folder, and the files
+    AGENTS.md / CLAUDE.md import. Every markdown file left out is listed with the reason.
+    Paths you name here are yours to read (no allowed-roots check).
+    """
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.upsert_markdown(
-            list(paths), scope=target, overwrite=overwrite, allowed_roots=allowed_roots or None
+            list(paths),
+            scope=target,
+            overwrite=overwrite,
+            allowed_roots=allowed_roots or None,
+            include=include,
+            exclude=exclude,
+            named_by_user=True,
         )
 
     report = state.run(run, as_json=as_json)
@@ -117,7 +149,7 @@ def detect(
     tasks = _tasks(task, use_stdin)
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> list[Any]:
+    async def run(memoir: Memoir) -> list[Any]:
         out: list[Any] = []
         for text in tasks:
             try:
@@ -185,7 +217,7 @@ def query(
     tasks = _tasks(task, use_stdin)
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> list[Any]:
+    async def run(memoir: Memoir) -> list[Any]:
         # A one-shot command can wait for the model; a server never does.
         # On failure the query itself reports "semantic ranking unavailable".
         with contextlib.suppress(MemoirError):
@@ -248,7 +280,7 @@ def list_rules(state: CliState, scope: str | None, as_json: bool) -> None:
     """Every rule in the scope."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.list_rules(scope=target)
 
     found = state.run(run, as_json=as_json)
@@ -279,7 +311,7 @@ def show(state: CliState, rule_id: str, scope: str | None, as_json: bool) -> Non
     """One rule with its directives."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.get_rule(rule_id, scope=target)
 
     detail = state.run(run, as_json=as_json)
@@ -294,7 +326,7 @@ def show(state: CliState, rule_id: str, scope: str | None, as_json: bool) -> Non
         click.echo(f"  when: {condition}")
     for directive in detail.directives:
         click.echo(
-            f"- [{directive.severity}] {directive.text}  "
+            f"- [{directive.marker}] {directive.text}  "
             f"({directive.source_path}:{directive.line_start})"
         )
 
@@ -308,7 +340,7 @@ def remove(state: CliState, rule_id_or_path: str, scope: str | None, as_json: bo
     """Remove a rule (all its documents) or one document by its recorded path."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.remove_rule(rule_id_or_path, scope=target)
 
     report = state.run(run, as_json=as_json)
@@ -330,7 +362,7 @@ def runs(state: CliState, limit: int, scope: str | None, as_json: bool) -> None:
     """Recent query_directives runs: task, context, counts, tokens, latency."""
     target = _scope(state, scope)
 
-    async def run(memoir: Any) -> Any:
+    async def run(memoir: Memoir) -> Any:
         return await memoir.rules.list_query_runs(scope=target, limit=limit)
 
     found = state.run(run, as_json=as_json)

@@ -46,7 +46,9 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-PUBLIC_PATHS = ("/healthz", "/.well-known/oauth-protected-resource")
+# ``/memory`` is the memory web page: static HTML holding no data (its calls to ``/v1/memory``
+# carry the token the user types in), so a browser can load it before it has one.
+PUBLIC_PATHS = ("/healthz", "/.well-known/oauth-protected-resource", "/memory")
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 _WILDCARDS = ("0.0.0.0", "::", "")
 

@@ -13,12 +13,13 @@ registered too (:mod:`server.mcp_app.official_memory_tools`).
 
 # No `from __future__ import annotations`: the SDK reads these signatures at registration.
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict
 
+from memory_core.service import Memoir
 from server.mcp_app.calls import client_key, ok_result
 from server.mcp_app.runtime import MemoirRuntime
 from server.mcp_app.scoping import require_write_scope
@@ -111,7 +112,7 @@ def register_memory_tools(app: MCPServer, runtime: MemoirRuntime) -> None:
     ) -> Annotated[CallToolResult, RememberOut]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             result = await memoir.memories.remember(
                 text, space=require_write_scope(decision), manually_saved=saved, pin=pin, session=client_key(ctx),
             )  # fmt: skip
@@ -136,7 +137,7 @@ def register_memory_tools(app: MCPServer, runtime: MemoirRuntime) -> None:
     ) -> Annotated[CallToolResult, RecallOut]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             result = await memoir.memories.recall(
                 query, space=decision.read_scope, k=k, session=client_key(ctx)
             )
@@ -160,7 +161,7 @@ def register_memory_tools(app: MCPServer, runtime: MemoirRuntime) -> None:
     ) -> Annotated[CallToolResult, ForgetOut]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             result = await memoir.memories.forget(memory_id, space=require_write_scope(decision))
             return ok_result(ForgetOut(id=result.id, forgotten=True), f"forgot {result.id}")
 
@@ -175,7 +176,7 @@ def register_memory_tools(app: MCPServer, runtime: MemoirRuntime) -> None:
     ) -> Annotated[CallToolResult, PinOut]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             space = require_write_scope(decision)
             method = memoir.memories.pin if pinned else memoir.memories.unpin
             view = await method(memory_id, space=space)
@@ -195,7 +196,7 @@ def register_memory_tools(app: MCPServer, runtime: MemoirRuntime) -> None:
     ) -> Annotated[CallToolResult, ModeOut]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             space = require_write_scope(decision)
             session = client_key(ctx)
             if memory is not None:

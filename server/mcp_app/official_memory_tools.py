@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from memory_core.service import Memoir
 from server.mcp_app.scoping import require_write_scope
 from server.mcp_app.tools import Roots, ToolHost
 
@@ -108,7 +109,7 @@ def _result(structured: dict[str, Any], text: str) -> CallToolResult:
 def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     """The nine tools, each one call to ``memoir.memories.graph``."""
 
-    def space_of(memoir: Any, roots: Any, ctx: Context, *, write: bool) -> Any:
+    def space_of(memoir: Memoir, roots: Any, ctx: Context, *, write: bool) -> Any:
         decision = host.scope(roots, ctx)
         scope = require_write_scope(decision) if write else decision.read_scope
         return memoir.memories.space(scope)
@@ -120,7 +121,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     async def create_entities(
         entities: list[EntityIn], ctx: Context, roots: Roots
     ) -> Annotated[CallToolResult, EntitiesOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             created = await memoir.memories.graph.create_entities(
                 space_of(memoir, roots, ctx, write=True), [e.model_dump() for e in entities]
             )
@@ -137,7 +138,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     async def create_relations(
         relations: list[RelationIn], ctx: Context, roots: Roots
     ) -> Annotated[CallToolResult, RelationsOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             created = await memoir.memories.graph.create_relations(
                 space_of(memoir, roots, ctx, write=True), [r.plain() for r in relations]
             )
@@ -155,7 +156,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     async def add_observations(
         observations: list[ObservationIn], ctx: Context, roots: Roots
     ) -> Annotated[CallToolResult, ResultsOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             results = await memoir.memories.graph.add_observations(
                 space_of(memoir, roots, ctx, write=True), [o.model_dump() for o in observations]
             )
@@ -173,7 +174,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         ctx: Context,
         roots: Roots,
     ) -> Annotated[CallToolResult, SuccessOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             await memoir.memories.graph.delete_entities(
                 space_of(memoir, roots, ctx, write=True), entityNames
             )
@@ -190,7 +191,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     async def delete_observations(
         deletions: list[DeletionIn], ctx: Context, roots: Roots
     ) -> Annotated[CallToolResult, SuccessOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             await memoir.memories.graph.delete_observations(
                 space_of(memoir, roots, ctx, write=True), [d.model_dump() for d in deletions]
             )
@@ -210,7 +211,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         ctx: Context,
         roots: Roots,
     ) -> Annotated[CallToolResult, SuccessOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             await memoir.memories.graph.delete_relations(
                 space_of(memoir, roots, ctx, write=True), [r.plain() for r in relations]
             )
@@ -224,7 +225,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         annotations=_READ,
     )  # fmt: skip
     async def read_graph(ctx: Context, roots: Roots) -> Annotated[CallToolResult, GraphOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             graph = await memoir.memories.graph.read_graph(
                 space_of(memoir, roots, ctx, write=False)
             )
@@ -246,7 +247,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         ctx: Context,
         roots: Roots,
     ) -> Annotated[CallToolResult, GraphOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             graph = await memoir.memories.graph.search_nodes(
                 space_of(memoir, roots, ctx, write=False), query
             )
@@ -263,7 +264,7 @@ def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
         ctx: Context,
         roots: Roots,
     ) -> Annotated[CallToolResult, GraphOut]:
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             graph = await memoir.memories.graph.open_nodes(
                 space_of(memoir, roots, ctx, write=False), names
             )

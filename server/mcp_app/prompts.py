@@ -34,7 +34,9 @@ FALLBACK_RULES = """\
 - [SHOULD] Follow the conventions already present in the code you touch."""
 
 
-def session_prompt_text(task: str, context_block: str | None, problem: str | None) -> str:
+def session_prompt_text(
+    task: str, context_block: str | None, problem: str | None, note: str | None = None
+) -> str:
     """The opening message of a coding session (pure, for tests and reuse)."""
     head = [
         f"You are starting a coding task: {task.strip()}",
@@ -48,6 +50,8 @@ def session_prompt_text(task: str, context_block: str | None, problem: str | Non
     ]
     if context_block is not None:
         body = [context_block.rstrip()]
+        if note:
+            body.append(f"\n(Note: {note})")
     else:
         body = [
             f"(The project's directives could not be retrieved: {problem}. Follow these core "
@@ -78,6 +82,7 @@ def register_prompts(app: MCPServer, runtime: MemoirRuntime) -> None:
     ) -> list[Any]:
         block: str | None = None
         problem: str | None = None
+        note: str | None = None
         try:
             memoir = await runtime.memoir()
             decision = scope_for(
@@ -85,10 +90,17 @@ def register_prompts(app: MCPServer, runtime: MemoirRuntime) -> None:
             )
             result = await memoir.rules.query_directives(task, scope=decision.read_scope)
             block = result.context_block
+            if not result.diagnostics.semantic_available:
+                # Never embed a degraded block silently.
+                note = (
+                    "these directives were ranked by keywords only ("
+                    + "; ".join(result.diagnostics.warnings[:2])
+                    + "); call query_directives again for a full ranking."
+                )
         except MemoirError as error:
             problem = error.message
             log.info("session prompt without directives", error=error.code)
-        return [UserMessage(redact_text(session_prompt_text(task, block, problem)))]
+        return [UserMessage(redact_text(session_prompt_text(task, block, problem, note)))]
 
     @app.prompt(
         name="save_knowledge",

@@ -48,7 +48,7 @@ def rule_markdown(detail: Any) -> str:
     lines += ["", "## Directives"]
     for d in detail.directives:
         where = f"{d.source_path}:{d.line_start}" if d.line_start else d.source_path
-        lines.append(f"- [{d.severity}] {d.text} ({where}; id {d.directive_id})")
+        lines.append(f"- [{d.marker}] {d.text} ({where}; id {d.directive_id})")
         if d.rationale:
             lines.append(f"  - Rationale: {d.rationale}")
     if detail.related_rules:
@@ -60,7 +60,7 @@ def directive_markdown(detail: Any, directive_id: str) -> str:
     for d in detail.directives:
         if d.directive_id == directive_id:
             lines = [
-                f"[{d.severity}] {d.text}",
+                f"[{d.marker}] {d.text}",
                 "",
                 f"- Rule: {detail.summary.rule_id}",
                 f"- Section: {' > '.join(d.section) or '-'}",

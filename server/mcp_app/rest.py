@@ -4,6 +4,8 @@ Every route but ``/healthz`` needs the caller's credentials when any are configu
 in :mod:`server.mcp_app.http_guard` refuses it otherwise), and answers in the scope the server
 decides for that caller, exactly as the MCP tools do. Responses are redacted.
 
+- ``/v1/memory/…``, ``/v1/openapi.json`` and the ``/memory`` page: the agent's memories
+  (:mod:`server.mcp_app.memory_rest`).
 - ``GET /v1/whoami``: who the server takes the caller for, the projects it may use, and the
   scope its calls land in (roots are an MCP notion: a REST call gets the default decision).
 """
@@ -34,3 +36,7 @@ def add_rest_routes(app: MemoirMCPServer, runtime: MemoirRuntime) -> None:
             "scope_source": decision.source,
         }
         return JSONResponse(redact_value(body))
+
+    from server.mcp_app.memory_rest import add_memory_routes
+
+    add_memory_routes(app, runtime)

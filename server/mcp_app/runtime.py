@@ -23,6 +23,7 @@ from memory_core.errors import (
     MemoirError,
 )
 from memory_core.models import StoreHealth
+from memory_core.service import Memoir
 from server.mcp_app.limits import RateLimiter
 from server.mcp_app.scoping import ScopeDefaults
 
@@ -59,7 +60,7 @@ class MemoirRuntime:
         self.scope_defaults = scope_defaults or ScopeDefaults()
         self.rate_limiter = RateLimiter(settings.server.rate_limit_per_minute)
         self._embedder = embedder
-        self._memoir: Any = None
+        self._memoir: Memoir | None = None
         self._open_lock = anyio.Lock()
         self._in_flight = 0
         self._idle = anyio.Event()
@@ -127,7 +128,7 @@ class MemoirRuntime:
         self._warming = True
         self._task_group.start_soon(self.open_in_background)
 
-    async def store_health(self, memoir: Any = None) -> StoreHealth:
+    async def store_health(self, memoir: Memoir | None = None) -> StoreHealth:
         """The open store's health (file still in place, last quick check), or ``unknown``
         for a backend without these checks."""
         memoir = memoir if memoir is not None else self._memoir
@@ -190,7 +191,7 @@ class MemoirRuntime:
             log.info("store closed")
 
     @staticmethod
-    async def _settle_embedder(memoir: Any, timeout: float) -> None:
+    async def _settle_embedder(memoir: Memoir, timeout: float) -> None:
         # Exiting while the model loads in its background thread aborts the interpreter
         # (onnxruntime's threads outlive it): let a load already under way finish first.
         if memoir.embedder.is_ready():

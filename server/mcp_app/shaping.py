@@ -28,7 +28,6 @@ __all__ = [
     "detect_text",
     "directives_output",
     "directives_text",
-    "ingest_output_from_documents",
     "ingest_output_from_hierarchy",
     "ingest_text",
     "partial_directives_output",
@@ -204,21 +203,12 @@ def ingest_output_from_hierarchy(result: Any) -> IngestOutput:
     """Shape the hierarchy core's ``IngestResult`` (status ``ok``)."""
     return IngestOutput(
         engine="hierarchy",
-        stored=sum(1 for c in result.chunks if not c.already_stored),
+        stored=result.stream.new_chunks
+        if result.stream is not None
+        else sum(1 for c in result.chunks if not c.already_stored),
         categories=sorted({c.category_path for c in result.chunks}),
         model=_models_used(result.model_used),
         warnings=list(result.warnings),
-    )
-
-
-def ingest_output_from_documents(report: Any) -> IngestOutput:
-    """Shape the documents engine's ``AddReport`` (used when the hierarchy is not built in)."""
-    return IngestOutput(
-        engine="documents",
-        stored=report.chunks if (report.added or report.updated) else 0,
-        categories=[],
-        model=None,
-        warnings=list(report.warnings),
     )
 
 

@@ -3,7 +3,7 @@
 Canonical names: ``query_directives``, ``detect_context``, ``upsert_markdown`` (rules),
 ``ingest``, ``query`` (knowledge). The spec's ``memory.rules.*`` spellings are not registered:
 dots are not valid in tool names for several clients, and one name per tool keeps the list small.
-``list_rules`` and ``search`` are extra tools behind ``server.extra_tools``.
+``list_rules``, ``search`` and ``forget_knowledge`` are extra tools behind ``server.extra_tools``.
 
 A tool body validates, resolves the scope, calls the facade, and shapes the result; nothing else.
 Descriptions are written for the model that calls them.
@@ -24,7 +24,9 @@ from mcp_types import CallToolResult, ListRootsResult, ToolAnnotations
 from pydantic import Field
 
 from memory_core.errors import InvalidInputError, MemoirError
+from memory_core.hierarchy.limits import check_ingest_size
 from memory_core.input_limits import check_path_lengths, os_error_as_input_error
+from memory_core.service import Memoir
 from server.logging_setup import sanitize
 from server.mcp_app import engines, shaping
 from server.mcp_app.auth import grant_for
@@ -38,6 +40,7 @@ from server.mcp_app.calls import (
     root_uris,
     scope_for,
 )
+from server.mcp_app.jobs import JOBS_URI, IngestJob, IngestJobs, register_jobs_resource
 from server.mcp_app.notify import announce_rules_changed
 from server.mcp_app.runtime import MemoirRuntime, refuse_unwritable
 from server.mcp_app.schemas import (
@@ -64,7 +67,7 @@ DEFAULT_TOOLS = (
     "query",
     *MEMORY_TOOLS,
 )
-EXTRA_TOOLS = ("list_rules", "search")
+EXTRA_TOOLS = ("list_rules", "search", "forget_knowledge")
 
 _READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -169,6 +172,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
     """Register the default tools (and the extra ones when ``extra``) on ``app``."""
     host = ToolHost(runtime)
     settings = runtime.settings
+    jobs = IngestJobs()
 
     @app.tool(
         name="query_directives",
@@ -191,7 +195,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
         decision = host.scope(roots, ctx)
         log.info("query_directives", task=sanitize(task), scope_source=decision.source)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             # The core itself warns when the embedding model is still loading (lexical ranking).
             result = await memoir.rules.query_directives(
                 task,
@@ -205,7 +209,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
             out = shaping.directives_output(result, extra_warnings=_scope_warnings(decision))
             return ok_result(out, shaping.directives_text(out))
 
-        async def partial(memoir: Any, elapsed_ms: float) -> CallToolResult:
+        async def partial(memoir: Memoir, elapsed_ms: float) -> CallToolResult:
             detected = await memoir.rules.detect_context(task, scope=decision.read_scope)
             out = shaping.partial_directives_output(
                 detected,
@@ -233,7 +237,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
     ) -> Annotated[CallToolResult, DetectContextOutput]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             detected = await memoir.rules.detect_context(
                 task, scope=decision.read_scope, return_keywords=return_keywords
             )
@@ -262,7 +266,7 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
     ) -> Annotated[CallToolResult, UpsertOutput]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def body(memoir: Memoir) -> CallToolResult:
             scope = require_write_scope(decision)
             check_path_lengths(paths, settings.limits.path_chars)
             if text is not None:
@@ -298,20 +302,37 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
     ) -> Annotated[CallToolResult, IngestOutput]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
+        async def progress(done: Any) -> None:  # a no-op unless the client sent progressToken
+            await ctx.report_progress(
+                done.bytes_done,
+                done.bytes_total,
+                f"{done.chunks_done} chunks in {done.batches_done} batches",
+            )
+
+        async def body(memoir: Memoir) -> CallToolResult:
             scope = require_write_scope(decision)
-            if engines.has_hierarchy():
-                result = await memoir.hierarchy.ingest_text(
-                    text,
-                    scope=scope,
-                    source=source,
-                    model=engines.sampling_model(ctx, settings),
-                    category=category,
+            model = engines.sampling_model(ctx, settings)
+            if len(text.encode("utf-8")) > settings.hierarchy.background_ingest_bytes:
+                check_ingest_size(len(text.encode("utf-8")), settings.hierarchy.max_ingest_bytes)
+                job = jobs.start(
+                    lambda job: _ingest_job(memoir, job, text, scope, source, category)
                 )
-                _raise_if_failed(result, f"{len(result.chunks)} chunk(s) were stored before it")
-                out = shaping.ingest_output_from_hierarchy(result)
-            else:
-                out = await engines.ingest_documents(memoir, text, scope=scope, source=source)
+                note = (
+                    f"ingest runs in the background as job {job.job_id}: read "
+                    f"{JOBS_URI}{job.job_id} for its progress and result"
+                )
+                out = IngestOutput(engine="hierarchy", stored=0, categories=[], warnings=[note])
+                return ok_result(out, note)
+            result = await memoir.hierarchy.ingest_text(
+                text,
+                scope=scope,
+                source=source,
+                model=model,
+                category=category,
+                progress=progress,
+            )
+            _raise_if_failed(result, f"{len(result.chunks)} chunk(s) were stored before it")
+            out = shaping.ingest_output_from_hierarchy(result)
             return ok_result(out, shaping.ingest_text(out))
 
         return await host.run(ctx, "ingest", body, writes=True, decision=decision)
@@ -326,19 +347,16 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
     ) -> Annotated[CallToolResult, QueryOutput]:
         decision = host.scope(roots, ctx)
 
-        async def body(memoir: Any) -> CallToolResult:
-            if engines.has_hierarchy():
-                result = await memoir.hierarchy.query(
-                    question,
-                    scope=decision.read_scope,
-                    strategy=strategy,
-                    max_token_budget=max_token_budget,
-                    model=engines.sampling_model(ctx, settings),
-                )
-                _raise_if_failed(result, "no answer was produced")
-                out = shaping.query_output_from_hierarchy(result)
-            else:
-                out = await engines.query_documents(memoir, question, scope=decision.read_scope)
+        async def body(memoir: Memoir) -> CallToolResult:
+            result = await memoir.hierarchy.query(
+                question,
+                scope=decision.read_scope,
+                strategy=strategy,
+                max_token_budget=max_token_budget,
+                model=engines.sampling_model(ctx, settings),
+            )
+            _raise_if_failed(result, "no answer was produced")
+            out = shaping.query_output_from_hierarchy(result)
             out.warnings.extend(_scope_warnings(decision))
             return ok_result(out, shaping.query_text(out))
 
@@ -351,6 +369,8 @@ def register_tools(app: MCPServer, runtime: MemoirRuntime, *, extra: bool = Fals
 
     from server.mcp_app.memory_tools import register_memory_tools
 
+    register_jobs_resource(app, jobs)
+
     register_memory_tools(app, runtime)
     if extra:
         _register_extra_tools(app, host)
@@ -360,6 +380,24 @@ def _register_extra_tools(app: MCPServer, host: ToolHost) -> None:
     from server.mcp_app.extra_tools import register_extra_tools
 
     register_extra_tools(app, host)
+
+
+async def _ingest_job(
+    memoir: Memoir, job: IngestJob, text: str, scope: str, source: str | None, category: str | None
+) -> dict[str, Any]:
+    """A background ingest: progress into ``job``, then the tool's output as its result."""
+
+    async def progress(done: Any) -> None:
+        job.progress = done.as_dict()
+
+    result = await memoir.hierarchy.ingest_text(
+        text, scope=scope, source=source, category=category, progress=progress
+    )
+    _raise_if_failed(result, "run the ingest again: it resumes after the last stored batch")
+    out = shaping.ingest_output_from_hierarchy(result).model_dump()
+    if result.stream is not None:
+        out["stream"] = result.stream.model_dump()
+    return dict(out)
 
 
 def _raise_if_failed(result: Any, consequence: str) -> None:

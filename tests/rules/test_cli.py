@@ -48,12 +48,37 @@ def test_upsert_json_reports_statistics(project: Path) -> None:
     assert {d["status"] for d in again["documents"]} == {"unchanged"}
 
 
-def test_upsert_outside_root_fails_with_exit_code(project: Path, tmp_path: Path) -> None:
+def test_a_path_named_on_the_command_line_is_read_even_outside_the_project(
+    project: Path, tmp_path: Path
+) -> None:
+    # The allowed-roots restriction is for paths an agent sends over MCP; the person at the
+    # shell reads what they name.
     outside = tmp_path / "elsewhere.md"
     outside.write_text("# x\n\n- Always do y.\n", encoding="utf-8")
     code, out, _ = _run(project, "rules", "upsert", str(outside), "--scope", "s", "--json")
-    assert code == 1
-    assert "outside the allowed roots" in json.loads(out)["documents"][0]["error"]
+    assert code == 0, out
+    assert json.loads(out)["documents"][0]["status"] == "created"
+
+
+def test_include_and_exclude_decide_what_a_folder_walk_takes(project: Path) -> None:
+    (project / "docs").mkdir()
+    (project / "docs" / "style.md").write_text("# Style\n\n- Always use tabs.\n", "utf-8")
+    (project / "rules" / "old.md").write_text("# Old\n\n- Always use spaces.\n", "utf-8")
+    _, out, _ = _run(project, "rules", "upsert", ".", "--scope", "s", "--json")
+    body = json.loads(out)
+    status = {d["path"]: d["status"] for d in body["documents"]}
+    assert status["docs/style.md"] == "skipped"
+    assert "plain markdown" in next(
+        d["error"] for d in body["documents"] if d["path"] == "docs/style.md"
+    )
+    assert status["rules/old.md"] == "created"  # a folder named for rules
+    _, out, _ = _run(
+        project, "rules", "upsert", ".", "--scope", "t", "--json",
+        "--include", "docs/*.md", "--exclude", "rules/old.md",
+    )  # fmt: skip
+    status = {d["path"]: d["status"] for d in json.loads(out)["documents"]}
+    assert status["docs/style.md"] == "created"
+    assert status["rules/old.md"] == "skipped"
 
 
 def test_detect_human_and_json(ingested: Path) -> None:

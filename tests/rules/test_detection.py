@@ -64,6 +64,16 @@ def test_languages_frameworks_and_platforms_are_detected() -> None:
     assert {"azure", "aws", "docker", "kubernetes"} <= set(detected.platforms)
 
 
+def test_postgres_sqlalchemy_and_redis_are_detected_as_technologies() -> None:
+    detected = detect_context(
+        "Add a REST endpoint that stores orders in Postgres via SQLAlchemy and caches them in "
+        "Redis",
+        TABLES,
+    )
+    assert "sqlalchemy" in detected.frameworks
+    assert {"postgresql", "redis"} <= set(detected.platforms)
+
+
 def test_typos_and_inflections_are_tolerated() -> None:
     detected = detect_context("Fix the authentification for the databse migrations", TABLES)
     assert "security" in detected.topics

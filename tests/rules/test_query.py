@@ -192,6 +192,7 @@ async def test_list_and_show(loaded: RulesService) -> None:
     detail = await loaded.get_rule("auth", scope="s")
     assert [d.severity for d in detail.directives] == ["MUST", "SHOULD", "MAY"]
     assert detail.when_to_apply[0].startswith("Changing login")
+    assert detail.related_rules == ["api-validation"]  # parsed, stored, and now returned
     with pytest.raises(NotFoundError):
         await loaded.get_rule("nope", scope="s")
 

@@ -169,6 +169,25 @@ def test_stops_before_the_directive_that_would_exceed_the_budget() -> None:
     ]
 
 
+def test_packing_stops_at_a_directive_that_does_not_fit_and_never_skips_past_it() -> None:
+    # d1 is long and does not fit after d0; d2 is short and would. The spec's order holds:
+    # a lower-ranked directive never takes the place of a higher-ranked one.
+    ranked = [_directive(0, words=8), _directive(1, words=200), _directive(2, words=3)]
+    alone = pack_directives(
+        [ranked[0], ranked[2]], header=HEADER, budget=900, safety_cap=2000, count=COUNT
+    )
+    budget = alone.tokens_used + 5  # d0 and d2 fit together; d1 fits with neither
+    packed = pack_directives(ranked, header=HEADER, budget=budget, safety_cap=2000, count=COUNT)
+    assert [d.directive_id for d in packed.selected] == ["d0"]
+    assert packed.dropped_for_budget == 2
+
+
+def test_each_directive_in_the_block_carries_its_reason() -> None:
+    ranked = [_directive(0).model_copy(update={"reason": "mentions alembic, migration"})]
+    packed = pack_directives(ranked, header=HEADER, budget=900, safety_cap=2000, count=COUNT)
+    assert "[1] _(mentions alembic, migration)_" in packed.context_block
+
+
 def test_top_three_must_directives_are_always_included_up_to_the_safety_cap() -> None:
     ranked = [_directive(i, "SHOULD") for i in range(3)] + [
         _directive(i, "MUST", words=60) for i in range(3, 8)

@@ -667,6 +667,7 @@ _INDEX_FIELDS = (
     "rule_id",
     "statement",
     "severity",
+    "polarity",
     "layer",
     "topics",
     "when_to_apply",

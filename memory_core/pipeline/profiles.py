@@ -1,0 +1,132 @@
+"""Named LLM profiles for the memory layer (seed 004 §4.2). Pure.
+
+``llm_providers`` maps profile names to settings; ``default`` is required. A profile's ``model``
+is ``"offline"`` (the built-in deterministic path, no key), a pydantic-ai ``'provider:model'``
+string, or a pydantic-ai ``Model`` instance (``TestModel`` / ``FunctionModel`` in tests).
+Credentials are references only (``api_key_env="OPENAI_API_KEY"``); a literal secret is refused,
+so the summary written to ``service_meta`` never holds one. A step's profile is, in order: its
+``llm_profile`` config, the role's default (``role_profiles``), then ``default``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memory_core.errors import ConfigError
+
+__all__ = ["OFFLINE", "LayerProfile", "parse_profiles", "redacted_summary", "resolve_step_profile"]
+
+OFFLINE = "offline"
+_ALLOWED = {
+    "model", "api_key_env", "base_url", "temperature", "max_tokens", "timeout_s", "retries",
+    "output_mode",
+}  # fmt: skip
+_SECRET_WORDS = ("key", "secret", "token", "password")
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    name: str
+    model: Any  # "offline", "provider:model", or a pydantic-ai Model
+    api_key_env: str | None = None
+    base_url: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    timeout_s: float = 60.0
+    retries: int = 1
+    output_mode: str = "tool"
+
+    @property
+    def is_offline(self) -> bool:
+        return isinstance(self.model, str) and self.model == OFFLINE
+
+    @property
+    def model_label(self) -> str:
+        if isinstance(self.model, str):
+            return self.model
+        name = getattr(self.model, "model_name", None) or type(self.model).__name__
+        return f"{type(self.model).__name__}:{name}"
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": self.model_label,
+            "temperature": self.temperature,
+            "timeout_s": self.timeout_s,
+            "retries": self.retries,
+            "output_mode": self.output_mode,
+        }
+        if self.api_key_env:
+            out["api_key"] = {"env": self.api_key_env}
+        if self.base_url:
+            out["base_url"] = self.base_url
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        return out
+
+
+def parse_profiles(llm_providers: Mapping[str, Any] | None) -> dict[str, LayerProfile]:
+    """Profiles from the user's mapping (``None``: one offline ``default``).
+
+    Raises:
+        ConfigError: no ``default``, an unknown key, a literal secret, or a bad value.
+    """
+    raw = dict(llm_providers or {"default": {"model": OFFLINE}})
+    if "default" not in raw:
+        raise ConfigError(
+            f"llm_providers has no 'default' profile (got {sorted(raw)})",
+            hint='add "default": {"model": "offline"} or a provider model',
+        )
+    out: dict[str, LayerProfile] = {}
+    for name, entry in raw.items():
+        if isinstance(entry, str) or not isinstance(entry, Mapping):
+            entry = {"model": entry}
+        unknown = sorted(set(entry) - _ALLOWED)
+        secrets = [k for k in unknown if any(w in k.lower() for w in _SECRET_WORDS)]
+        if secrets:
+            raise ConfigError(
+                f"llm profile {name!r} holds a literal credential in {secrets}",
+                hint="store the secret in an environment variable and pass its name as "
+                "api_key_env (e.g. api_key_env='OPENAI_API_KEY')",
+            )
+        if unknown:
+            raise ConfigError(
+                f"llm profile {name!r} has unknown keys {unknown}",
+                hint="use only " + ", ".join(sorted(_ALLOWED)),
+            )
+        if "model" not in entry:
+            raise ConfigError(f"llm profile {name!r} has no model", hint="set model='offline'")
+        try:
+            profile = LayerProfile(
+                name=name,
+                model=entry["model"],
+                api_key_env=entry.get("api_key_env"),
+                base_url=entry.get("base_url"),
+                temperature=float(entry.get("temperature", 0.0)),
+                max_tokens=None if entry.get("max_tokens") is None else int(entry["max_tokens"]),
+                timeout_s=float(entry.get("timeout_s", 60.0)),
+                retries=int(entry.get("retries", 1)),
+                output_mode=str(entry.get("output_mode", "tool")),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"llm profile {name!r} has a bad value: {exc}",
+                hint="temperature and timeout_s are numbers; max_tokens and retries integers",
+            ) from exc
+        out[name] = profile
+    return out
+
+
+def redacted_summary(profiles: Mapping[str, LayerProfile]) -> dict[str, Any]:
+    return {name: profiles[name].summary() for name in sorted(profiles)}
+
+
+def resolve_step_profile(
+    step_config: Mapping[str, Any], role: str, role_profiles: Mapping[str, str]
+) -> str:
+    """The profile name for a step: explicit ``llm_profile`` > role default > ``default``."""
+    explicit = step_config.get("llm_profile")
+    if explicit:
+        return str(explicit)
+    return role_profiles.get(role, "default")

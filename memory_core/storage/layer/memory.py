@@ -1,0 +1,280 @@
+"""The in-memory layer store (seed 004 §11.1): the default, brute-force vectors, BM25 lexical.
+
+Nothing outlives the process; hand the same instance to a second service to "reopen" it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import heapq
+import math
+import re
+import threading
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from memory_core.errors import SchemaError
+from memory_core.storage.layer.port import (
+    CategoryRow,
+    DdlMode,
+    IntentionRow,
+    ItemRow,
+    ResourceRow,
+    RevisionRow,
+    RunRow,
+    ScopeFilter,
+    ScopeValues,
+    matches,
+)
+
+__all__ = ["InMemoryLayerStore", "bm25_scores", "lexical_tokens"]
+
+_WORD = re.compile(r"\w+")
+_K1 = 1.2
+_B = 0.75
+
+
+def lexical_tokens(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def bm25_scores(
+    terms: Sequence[str],
+    postings: Mapping[str, set[str]],
+    lengths: Mapping[str, int],
+    counts: Mapping[str, Mapping[str, int]],
+    candidates: set[str],
+) -> dict[str, float]:
+    """BM25 of ``terms`` over ``candidates`` (document ids), higher is better."""
+    if not candidates:
+        return {}
+    avg = sum(lengths[d] for d in candidates) / len(candidates)
+    scores: dict[str, float] = defaultdict(float)
+    total = len(candidates)
+    for term in dict.fromkeys(terms):
+        docs = postings.get(term, set()) & candidates
+        if not docs:
+            continue
+        idf = math.log(1 + (total - len(docs) + 0.5) / (len(docs) + 0.5))
+        for doc in docs:
+            tf = counts[doc].get(term, 0)
+            norm = tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * lengths[doc] / max(avg, 1e-9)))
+            scores[doc] += idf * norm
+    return dict(scores)
+
+
+class InMemoryLayerStore:
+    """Every table a list or dict guarded by one lock; vectors compared by brute force."""
+
+    backend = "memory"
+
+    def __init__(self, *, vectors: bool = True) -> None:
+        self.vector_capable = vectors
+        self._lock = threading.RLock()
+        self._fields: tuple[str, ...] | None = None
+        self._meta: dict[str, Any] | None = None
+        self._resources: dict[str, ResourceRow] = {}
+        self._items: dict[str, ItemRow] = {}
+        # item ids per scope key, so a selector visits its scopes, not every item
+        self._by_scope: dict[tuple[str, ...], dict[str, None]] = defaultdict(dict)
+        self._generation = 0
+        self._matrices: dict[Any, tuple[int, list[str], np.ndarray]] = {}
+        self._postings: dict[str, set[str]] = defaultdict(set)
+        self._counts: dict[str, dict[str, int]] = {}
+        self._lengths: dict[str, int] = {}
+        self._categories: dict[tuple[tuple[str, ...], str], CategoryRow] = {}
+        self._intentions: list[IntentionRow] = []
+        self._latest: dict[tuple[str, ...], IntentionRow] = {}
+        self._revisions: list[RevisionRow] = []
+        self._runs: list[RunRow] = []
+
+    def provision(self, fields: Sequence[str], mode: DdlMode) -> None:
+        with self._lock:
+            if self._fields is None:
+                if mode == "validate":
+                    raise SchemaError(
+                        "ddl_mode='validate' but this in-memory store has no layer tables yet",
+                        hint="create the service once with ddl_mode='create'",
+                    )
+                self._fields = tuple(fields)
+
+    def get_meta(self) -> dict[str, Any] | None:
+        with self._lock:
+            return copy.deepcopy(self._meta)
+
+    def set_meta(self, meta: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._meta = copy.deepcopy(dict(meta))
+
+    def _key(self, scope: ScopeValues) -> tuple[str, ...]:
+        assert self._fields is not None
+        return tuple(scope[f] for f in self._fields)
+
+    def find_resource(
+        self, scope: ScopeValues, content_hash: str, revision: int
+    ) -> ResourceRow | None:
+        with self._lock:
+            for row in self._resources.values():
+                if (
+                    row.scope == scope
+                    and row.content_hash == content_hash
+                    and row.pipeline_revision == revision
+                ):
+                    return copy.deepcopy(row)
+            return None
+
+    def add_resource(self, row: ResourceRow) -> None:
+        with self._lock:
+            self._resources[row.resource_id] = copy.deepcopy(row)
+
+    def _in_scope(self, selector: ScopeFilter, status: str | None = "active") -> list[ItemRow]:
+        assert self._fields is not None
+        out: list[ItemRow] = []
+        for key, ids in self._by_scope.items():
+            if matches(dict(zip(self._fields, key, strict=True)), selector):
+                rows = (self._items[i] for i in ids)
+                out.extend(r for r in rows if status is None or r.status == status)
+        return out
+
+    def upsert_items(self, rows: Sequence[ItemRow]) -> None:
+        with self._lock:
+            self._generation += 1
+            for row in rows:
+                self._unindex(row.item_id)
+                stored = _copy_item(row)
+                self._items[row.item_id] = stored
+                self._by_scope[self._key(stored.scope)][row.item_id] = None
+                if stored.status == "active":
+                    tokens = lexical_tokens(stored.text)
+                    counts: dict[str, int] = defaultdict(int)
+                    for token in tokens:
+                        counts[token] += 1
+                        self._postings[token].add(row.item_id)
+                    self._counts[row.item_id] = dict(counts)
+                    self._lengths[row.item_id] = len(tokens)
+
+    def _unindex(self, item_id: str) -> None:
+        for token in self._counts.pop(item_id, {}):
+            self._postings[token].discard(item_id)
+        self._lengths.pop(item_id, None)
+
+    def items(
+        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
+    ) -> list[ItemRow]:
+        with self._lock:
+            out = [_copy_item(row) for row in self._in_scope(selector, status)]
+        out.sort(key=lambda r: (r.created_at, r.item_id))
+        return out if limit is None else out[:limit]
+
+    def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]:
+        with self._lock:
+            return [_copy_item(self._items[i]) for i in item_ids if i in self._items]
+
+    def count_items(self, selector: ScopeFilter) -> int:
+        with self._lock:
+            return len(self._in_scope(selector))
+
+    def vector_search(
+        self, selector: ScopeFilter, vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        key = tuple(sorted(selector.items()))
+        with self._lock:
+            cached = self._matrices.get(key)
+            if cached is None or cached[0] != self._generation:
+                rows = [r for r in self._in_scope(selector) if r.embedding is not None]
+                ids = [r.item_id for r in rows]
+                matrix = (
+                    np.vstack([r.embedding for r in rows if r.embedding is not None])
+                    if rows
+                    else np.zeros((0, len(vector)), dtype=np.float32)
+                )
+                if len(self._matrices) > 32:
+                    self._matrices.clear()
+                cached = (self._generation, ids, matrix)
+                self._matrices[key] = cached
+        _, ids, matrix = cached
+        if not ids:
+            return []
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        if k < len(ids):
+            part = np.argpartition(-scores, k - 1)[:k]
+            top = part[np.argsort(-scores[part], kind="stable")]
+        else:
+            top = np.argsort(-scores, kind="stable")
+        return [(ids[i], float(scores[i])) for i in top]
+
+    def lexical_search(
+        self, selector: ScopeFilter, terms: Sequence[str], k: int
+    ) -> list[tuple[str, float]]:
+        with self._lock:
+            in_scope = {r.item_id for r in self._in_scope(selector)}
+            candidates = {
+                item_id
+                for term in terms
+                for item_id in self._postings.get(term, ())
+                if item_id in in_scope
+            }
+            scores = bm25_scores(terms, self._postings, self._lengths, self._counts, in_scope)
+        return heapq.nsmallest(
+            k, ((i, s) for i, s in scores.items() if i in candidates), key=lambda p: (-p[1], p[0])
+        )
+
+    def upsert_categories(self, rows: Sequence[CategoryRow]) -> None:
+        with self._lock:
+            for row in rows:
+                self._categories[(self._key(row.scope), row.category_key)] = copy.deepcopy(row)
+
+    def categories(self, selector: ScopeFilter) -> list[CategoryRow]:
+        with self._lock:
+            out = [
+                copy.deepcopy(r) for r in self._categories.values() if matches(r.scope, selector)
+            ]
+        out.sort(key=lambda r: (self._key(r.scope), r.category_key))
+        return out
+
+    def add_intention(self, row: IntentionRow) -> None:
+        with self._lock:
+            stored = copy.deepcopy(row)
+            self._intentions.append(stored)
+            key = self._key(row.scope)
+            if key not in self._latest or row.version > self._latest[key].version:
+                self._latest[key] = stored
+
+    def latest_intentions(self, selector: ScopeFilter) -> list[IntentionRow]:
+        with self._lock:
+            return [
+                copy.deepcopy(self._latest[k])
+                for k in sorted(self._latest)
+                if matches(self._latest[k].scope, selector)
+            ]
+
+    def add_revision(self, row: RevisionRow) -> None:
+        with self._lock:
+            self._revisions.append(copy.deepcopy(row))
+
+    def revisions(self) -> list[RevisionRow]:
+        with self._lock:
+            return copy.deepcopy(self._revisions)
+
+    def add_run(self, row: RunRow) -> None:
+        with self._lock:
+            self._runs.append(copy.deepcopy(row))
+
+    def runs(self, limit: int = 50) -> list[RunRow]:
+        with self._lock:
+            return copy.deepcopy(self._runs[-limit:][::-1])
+
+    def close(self) -> None:
+        return None
+
+
+def _copy_item(row: ItemRow) -> ItemRow:
+    # Rows are handed out mutable: copy what callers may change in place; vectors are never
+    # changed in place, so they are shared.
+    return dataclasses.replace(row, scope=dict(row.scope), evidence=copy.deepcopy(row.evidence))

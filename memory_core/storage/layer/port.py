@@ -1,0 +1,183 @@
+"""The memory layer's store port (seed 004 §3, §11): resources, items, categories, intentions,
+pipeline revisions and run logs, every row carrying the user's scope columns.
+
+The port is synchronous: a step is one unit of work in the runner's thread (the sync runner, a
+Burr action or a Temporal activity). A :data:`ScopeFilter` names every scope field with either a
+tuple of allowed values or ``None`` (ANY); the pipeline's selector policy builds it, the backend
+only compiles it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+__all__ = [
+    "RESERVED_COLUMNS",
+    "CategoryRow",
+    "DdlMode",
+    "IntentionRow",
+    "ItemRow",
+    "LayerStore",
+    "ResourceRow",
+    "RevisionRow",
+    "RunRow",
+    "ScopeFilter",
+    "ScopeValues",
+    "matches",
+]
+
+DdlMode = Literal["create", "validate"]
+ScopeValues = dict[str, str]
+ScopeFilter = Mapping[str, tuple[str, ...] | None]
+
+# Columns of the layer's tables: a scope field may not take one of these names.
+RESERVED_COLUMNS = frozenset(
+    {
+        "rowid", "resource_id", "item_id", "category_key", "kind", "uri", "content", "content_hash",
+        "mime", "metadata", "artifacts", "pipeline_revision", "created_at", "updated_at", "text",
+        "evidence", "confidence", "stability", "version", "embedding", "status", "name",
+        "description", "summary", "anchor_ids", "item_count", "goals", "constraints", "progress",
+        "source_item_ids", "run_id", "body", "key", "value", "revision", "change", "pipelines",
+    }
+)  # fmt: skip
+
+
+def matches(scope: Mapping[str, str], selector: ScopeFilter) -> bool:
+    """Whether a row's scope falls inside ``selector`` (ANY = ``None`` accepts every value)."""
+    return all(allowed is None or scope.get(name) in allowed for name, allowed in selector.items())
+
+
+@dataclass
+class ResourceRow:
+    resource_id: str
+    scope: ScopeValues
+    kind: str
+    content_hash: str
+    pipeline_revision: int
+    uri: str | None = None
+    content: str | None = None
+    mime: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+
+
+@dataclass
+class ItemRow:
+    item_id: str
+    scope: ScopeValues
+    resource_id: str
+    text: str
+    evidence: list[dict[str, Any]]
+    confidence: float
+    stability: str
+    version: int = 1
+    category_key: str | None = None
+    status: str = "active"
+    embedding: np.ndarray | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass
+class CategoryRow:
+    scope: ScopeValues
+    category_key: str
+    name: str
+    description: str = ""
+    summary: str = ""
+    anchor_ids: list[str] = field(default_factory=list)
+    item_count: int = 0
+    updated_at: float = 0.0
+
+
+@dataclass
+class IntentionRow:
+    scope: ScopeValues
+    version: int
+    goals: list[str]
+    constraints: list[str]
+    progress: list[str]
+    source_item_ids: list[str] = field(default_factory=list)
+    created_at: float = 0.0
+
+
+@dataclass
+class RevisionRow:
+    revision: int
+    change: str
+    pipelines: dict[str, Any]
+    created_at: float = 0.0
+
+
+@dataclass
+class RunRow:
+    run_id: str
+    kind: str
+    body: dict[str, Any]
+    created_at: float = 0.0
+
+
+class LayerStore(Protocol):
+    """What the memory layer asks of a backend. Every read takes a :data:`ScopeFilter`."""
+
+    backend: str
+    vector_capable: bool
+
+    def provision(self, fields: Sequence[str], mode: DdlMode) -> None:
+        """Create (or, in validate mode, check) the tables with ``fields`` as scope columns.
+
+        Raises:
+            SchemaError: validate mode and the tables or scope columns are not there.
+        """
+        ...
+
+    def get_meta(self) -> dict[str, Any] | None: ...
+
+    def set_meta(self, meta: Mapping[str, Any]) -> None: ...
+
+    def find_resource(
+        self, scope: ScopeValues, content_hash: str, revision: int
+    ) -> ResourceRow | None: ...
+
+    def add_resource(self, row: ResourceRow) -> None: ...
+
+    def upsert_items(self, rows: Sequence[ItemRow]) -> None: ...
+
+    def items(
+        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
+    ) -> list[ItemRow]: ...
+
+    def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]: ...
+
+    def count_items(self, selector: ScopeFilter) -> int: ...
+
+    def vector_search(
+        self, selector: ScopeFilter, vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]: ...
+
+    def lexical_search(
+        self, selector: ScopeFilter, terms: Sequence[str], k: int
+    ) -> list[tuple[str, float]]: ...
+
+    def upsert_categories(self, rows: Sequence[CategoryRow]) -> None: ...
+
+    def categories(self, selector: ScopeFilter) -> list[CategoryRow]: ...
+
+    def add_intention(self, row: IntentionRow) -> None: ...
+
+    def latest_intentions(self, selector: ScopeFilter) -> list[IntentionRow]: ...
+
+    def add_revision(self, row: RevisionRow) -> None: ...
+
+    def revisions(self) -> list[RevisionRow]: ...
+
+    def add_run(self, row: RunRow) -> None: ...
+
+    def runs(self, limit: int = 50) -> list[RunRow]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,545 @@
+"""The SQLite layer store (seed 004 §11.2): scope fields as real columns by dynamic DDL.
+
+Every core table gets the user's scope fields, in order, as ``TEXT NOT NULL`` columns, and every
+composite index starts with them. Item text is indexed by an external-content FTS5 table (kept
+in step by hand: FTS5 does not follow its content table). Vectors are float32 blobs compared by
+brute force in numpy, functional rather than fast (§11.2); the matrix of a scope range is cached
+until this or another connection writes (``PRAGMA data_version``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from memory_core.errors import SchemaError
+from memory_core.storage.layer.port import (
+    CategoryRow,
+    DdlMode,
+    IntentionRow,
+    ItemRow,
+    ResourceRow,
+    RevisionRow,
+    RunRow,
+    ScopeFilter,
+    ScopeValues,
+)
+from memory_core.storage.sqlite.driver import select_driver
+
+__all__ = ["SqliteLayerStore", "layer_ddl", "scope_where"]
+
+T = TypeVar("T")
+_SCOPED_TABLES = ("layer_resource", "layer_item", "layer_category", "layer_intention")
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def layer_ddl(fields: Sequence[str]) -> list[str]:
+    """The statements that provision the layer's tables for scope ``fields`` (in order)."""
+    cols = ", ".join(f"{_q(f)} TEXT NOT NULL" for f in fields)
+    prefix = ", ".join(_q(f) for f in fields)
+    return [
+        f"CREATE TABLE IF NOT EXISTS layer_resource ({cols}, resource_id TEXT PRIMARY KEY, "
+        "kind TEXT NOT NULL, uri TEXT, content TEXT, content_hash TEXT NOT NULL, mime TEXT, "
+        "metadata TEXT NOT NULL, artifacts TEXT NOT NULL, pipeline_revision INTEGER NOT NULL, "
+        "created_at REAL NOT NULL)",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS layer_resource_scope_hash ON layer_resource "
+        f"({prefix}, content_hash, pipeline_revision)",
+        f"CREATE TABLE IF NOT EXISTS layer_item ({cols}, item_id TEXT NOT NULL UNIQUE, "
+        "resource_id TEXT NOT NULL, text TEXT NOT NULL, evidence TEXT NOT NULL, "
+        "confidence REAL NOT NULL, stability TEXT NOT NULL, version INTEGER NOT NULL, "
+        "category_key TEXT, status TEXT NOT NULL, embedding BLOB, created_at REAL NOT NULL, "
+        "updated_at REAL NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS layer_item_scope_status ON layer_item ({prefix}, status)",
+        f"CREATE INDEX IF NOT EXISTS layer_item_scope_category ON layer_item "
+        f"({prefix}, category_key)",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS layer_item_fts USING fts5(text, "
+        "content='layer_item', content_rowid='rowid')",
+        f"CREATE TABLE IF NOT EXISTS layer_category ({cols}, category_key TEXT NOT NULL, "
+        "name TEXT NOT NULL, description TEXT NOT NULL, summary TEXT NOT NULL, "
+        "anchor_ids TEXT NOT NULL, item_count INTEGER NOT NULL, updated_at REAL NOT NULL)",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS layer_category_scope_key ON layer_category "
+        f"({prefix}, category_key)",
+        f"CREATE TABLE IF NOT EXISTS layer_intention ({cols}, version INTEGER NOT NULL, "
+        "goals TEXT NOT NULL, constraints TEXT NOT NULL, progress TEXT NOT NULL, "
+        "source_item_ids TEXT NOT NULL, created_at REAL NOT NULL)",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS layer_intention_scope_version ON layer_intention "
+        f"({prefix}, version)",
+        "CREATE TABLE IF NOT EXISTS layer_revision (revision INTEGER PRIMARY KEY, "
+        "change TEXT NOT NULL, pipelines TEXT NOT NULL, created_at REAL NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS layer_run (run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+        "body TEXT NOT NULL, created_at REAL NOT NULL)",
+    ]
+
+
+def scope_where(selector: ScopeFilter, alias: str = "") -> tuple[str, list[str]]:
+    """``(sql, params)`` for a selector: ``field = ?`` / ``field IN (?, …)``; ANY adds nothing."""
+    parts: list[str] = []
+    params: list[str] = []
+    for name, allowed in selector.items():
+        if allowed is None:
+            continue
+        column = alias + _q(name)
+        if not allowed:
+            parts.append("0")
+        elif len(allowed) == 1:
+            parts.append(f"{column} = ?")
+        else:
+            parts.append(f"{column} IN ({', '.join('?' * len(allowed))})")
+        params.extend(allowed)
+    return (" AND ".join(parts) or "1"), params
+
+
+class SqliteLayerStore:
+    """One connection (WAL, busy timeout), serialised by a lock; writes are ``BEGIN IMMEDIATE``."""
+
+    backend = "sqlite"
+
+    def __init__(self, path: str | Path, *, vectors: bool = True) -> None:
+        self.path = str(path)
+        self.vector_capable = vectors
+        self._conn = select_driver().connect(
+            self.path, check_same_thread=False, isolation_level=None
+        )
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA busy_timeout=5000")
+        self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never torn
+        self._lock = threading.RLock()
+        self._fields: tuple[str, ...] = ()
+        self._generation = 0
+        self._matrix_cache: dict[Any, tuple[Any, list[str], np.ndarray]] = {}
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _write(self, work: Callable[[Any], T]) -> T:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return result
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return list(self._conn.execute(sql, list(params)).fetchall())
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._read("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def _columns(self, table: str) -> list[str]:
+        return [r[1] for r in self._read(f"PRAGMA table_info({table})")]
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def provision(self, fields: Sequence[str], mode: DdlMode) -> None:
+        fields = tuple(fields)
+        if mode == "create":
+
+            def create(conn: Any) -> None:
+                for statement in layer_ddl(fields):
+                    conn.execute(statement)
+
+            self._ensure_meta_table()
+            self._write(create)
+        tables = self._tables()
+        for table in _SCOPED_TABLES:
+            if table not in tables:
+                raise SchemaError(
+                    f"ddl_mode='validate' but table {table!r} is missing from {self.path}",
+                    hint="create the service once with ddl_mode='create'",
+                )
+            head = self._columns(table)[: len(fields)]
+            if tuple(head) != fields:
+                raise SchemaError(
+                    f"table {table!r} in {self.path} has scope columns {head}, "
+                    f"the scope model declares {list(fields)}",
+                    hint="use the scope model the database was created with, or a new database",
+                )
+        self._fields = fields
+
+    def _ensure_meta_table(self) -> None:
+        self._write(
+            lambda c: c.execute(
+                "CREATE TABLE IF NOT EXISTS layer_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+        )
+
+    def get_meta(self) -> dict[str, Any] | None:
+        if "layer_meta" not in self._tables():
+            return None
+        rows = self._read("SELECT value FROM layer_meta WHERE key = 'service_meta'")
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_meta(self, meta: Mapping[str, Any]) -> None:
+        self._ensure_meta_table()
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO layer_meta(key, value) VALUES ('service_meta', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [json.dumps(dict(meta), sort_keys=True)],
+            )
+        )
+
+    def _scope_of(self, row: Sequence[Any]) -> ScopeValues:
+        return {f: str(v) for f, v in zip(self._fields, row[: len(self._fields)], strict=True)}
+
+    def _scope_params(self, scope: ScopeValues) -> list[str]:
+        return [scope[f] for f in self._fields]
+
+    def _cols(self) -> str:
+        return ", ".join(_q(f) for f in self._fields)
+
+    # -- resources --------------------------------------------------------------------------
+
+    def find_resource(
+        self, scope: ScopeValues, content_hash: str, revision: int
+    ) -> ResourceRow | None:
+        where, params = scope_where({k: (v,) for k, v in scope.items()})
+        rows = self._read(
+            f"SELECT {self._cols()}, resource_id, kind, uri, content, content_hash, mime, "
+            f"metadata, artifacts, pipeline_revision, created_at FROM layer_resource "
+            f"WHERE {where} AND content_hash = ? AND pipeline_revision = ?",
+            [*params, content_hash, revision],
+        )
+        if not rows:
+            return None
+        r = rows[0][len(self._fields) :]
+        return ResourceRow(
+            resource_id=r[0],
+            scope=self._scope_of(rows[0]),
+            kind=r[1],
+            uri=r[2],
+            content=r[3],
+            content_hash=r[4],
+            mime=r[5],
+            metadata=json.loads(r[6]),
+            artifacts=json.loads(r[7]),
+            pipeline_revision=r[8],
+            created_at=r[9],
+        )
+
+    def add_resource(self, row: ResourceRow) -> None:
+        marks = ", ".join("?" * (len(self._fields) + 10))
+        self._write(
+            lambda c: c.execute(
+                f"INSERT OR IGNORE INTO layer_resource ({self._cols()}, resource_id, kind, uri, "
+                "content, content_hash, mime, metadata, artifacts, pipeline_revision, created_at) "
+                f"VALUES ({marks})",
+                [
+                    *self._scope_params(row.scope),
+                    row.resource_id,
+                    row.kind,
+                    row.uri,
+                    row.content,
+                    row.content_hash,
+                    row.mime,
+                    json.dumps(row.metadata),
+                    json.dumps(row.artifacts),
+                    row.pipeline_revision,
+                    row.created_at,
+                ],
+            )
+        )
+
+    # -- items ------------------------------------------------------------------------------
+
+    def upsert_items(self, rows: Sequence[ItemRow]) -> None:
+        cols = self._cols()
+        marks = ", ".join("?" * (len(self._fields) + 12))
+
+        def work(conn: Any) -> None:
+            for row in rows:
+                old = conn.execute(
+                    "SELECT rowid, text, status FROM layer_item WHERE item_id = ?", [row.item_id]
+                ).fetchone()
+                if old is not None and old[2] == "active":
+                    conn.execute(
+                        "INSERT INTO layer_item_fts(layer_item_fts, rowid, text) "
+                        "VALUES ('delete', ?, ?)",
+                        [old[0], old[1]],
+                    )
+                blob = None if row.embedding is None else row.embedding.astype(np.float32).tobytes()
+                values = [
+                    *self._scope_params(row.scope), row.item_id, row.resource_id, row.text,
+                    json.dumps(row.evidence), row.confidence, row.stability, row.version,
+                    row.category_key, row.status, blob, row.created_at, row.updated_at,
+                ]  # fmt: skip
+                conn.execute(
+                    f"INSERT INTO layer_item ({cols}, item_id, resource_id, text, evidence, "
+                    "confidence, stability, version, category_key, status, embedding, created_at, "
+                    f"updated_at) VALUES ({marks}) ON CONFLICT(item_id) DO UPDATE SET "
+                    "text=excluded.text, evidence=excluded.evidence, "
+                    "confidence=excluded.confidence, stability=excluded.stability, "
+                    "version=excluded.version, category_key=excluded.category_key, "
+                    "status=excluded.status, embedding=excluded.embedding, "
+                    "updated_at=excluded.updated_at",
+                    values,
+                )
+                if row.status == "active":
+                    rowid = conn.execute(
+                        "SELECT rowid FROM layer_item WHERE item_id = ?", [row.item_id]
+                    ).fetchone()[0]
+                    conn.execute(
+                        "INSERT INTO layer_item_fts(rowid, text) VALUES (?, ?)", [rowid, row.text]
+                    )
+
+        with self._lock:
+            self._write(work)
+            self._generation += 1  # item vectors changed: drop cached matrices
+
+    def _item_select(self) -> str:
+        return (
+            f"SELECT {self._cols()}, item_id, resource_id, text, evidence, confidence, stability, "
+            "version, category_key, status, embedding, created_at, updated_at FROM layer_item"
+        )
+
+    def _item(self, row: Sequence[Any]) -> ItemRow:
+        r = row[len(self._fields) :]
+        return ItemRow(
+            item_id=r[0],
+            scope=self._scope_of(row),
+            resource_id=r[1],
+            text=r[2],
+            evidence=json.loads(r[3]),
+            confidence=r[4],
+            stability=r[5],
+            version=r[6],
+            category_key=r[7],
+            status=r[8],
+            embedding=None if r[9] is None else np.frombuffer(r[9], dtype=np.float32).copy(),
+            created_at=r[10],
+            updated_at=r[11],
+        )
+
+    def items(
+        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
+    ) -> list[ItemRow]:
+        where, params = scope_where(selector)
+        sql = f"{self._item_select()} WHERE {where}"
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status)
+        sql += " ORDER BY created_at, item_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [self._item(r) for r in self._read(sql, params)]
+
+    def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]:
+        if not item_ids:
+            return []
+        marks = ", ".join("?" * len(item_ids))
+        found = {
+            row.item_id: row
+            for row in (
+                self._item(r)
+                for r in self._read(f"{self._item_select()} WHERE item_id IN ({marks})", item_ids)
+            )
+        }
+        return [found[i] for i in item_ids if i in found]
+
+    def count_items(self, selector: ScopeFilter) -> int:
+        where, params = scope_where(selector)
+        rows = self._read(
+            f"SELECT count(*) FROM layer_item WHERE {where} AND status = 'active'", params
+        )
+        return int(rows[0][0])
+
+    def vector_search(
+        self, selector: ScopeFilter, vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        key = tuple(sorted((n, v) for n, v in selector.items()))
+        with self._lock:
+            version = (self._generation, self._read("PRAGMA data_version")[0][0])
+            cached = self._matrix_cache.get(key)
+            if cached is None or cached[0] != version:
+                where, params = scope_where(selector)
+                rows = self._read(
+                    f"SELECT item_id, embedding FROM layer_item WHERE {where} "
+                    "AND status = 'active' AND embedding IS NOT NULL",
+                    params,
+                )
+                ids = [r[0] for r in rows]
+                matrix = (
+                    np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+                    if rows
+                    else np.zeros((0, len(vector)), dtype=np.float32)
+                )
+                if len(self._matrix_cache) > 32:
+                    self._matrix_cache.clear()
+                cached = (version, ids, matrix)
+                self._matrix_cache[key] = cached
+        _, ids, matrix = cached
+        if not ids:
+            return []
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [(ids[i], float(scores[i])) for i in top]
+
+    def lexical_search(
+        self, selector: ScopeFilter, terms: Sequence[str], k: int
+    ) -> list[tuple[str, float]]:
+        words = [t for t in dict.fromkeys(terms) if t]
+        if not words or k <= 0:
+            return []
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        where, params = scope_where(selector, alias="i.")
+        rows = self._read(
+            # CROSS JOIN keeps FTS5 as the outer loop: the planner would otherwise walk the
+            # scope index and run MATCH once per row of the scope range.
+            "SELECT i.item_id, -bm25(layer_item_fts) AS score FROM layer_item_fts "
+            "CROSS JOIN layer_item i ON i.rowid = layer_item_fts.rowid "
+            f"WHERE layer_item_fts MATCH ? AND {where} AND i.status = 'active' "
+            "ORDER BY score DESC, i.item_id LIMIT ?",
+            [match, *params, k],
+        )
+        return [(r[0], float(r[1])) for r in rows]
+
+    # -- categories, intentions -------------------------------------------------------------
+
+    def upsert_categories(self, rows: Sequence[CategoryRow]) -> None:
+        marks = ", ".join("?" * (len(self._fields) + 7))
+
+        def work(conn: Any) -> None:
+            for row in rows:
+                conn.execute(
+                    f"INSERT INTO layer_category ({self._cols()}, category_key, name, "
+                    "description, summary, anchor_ids, item_count, updated_at) "
+                    f"VALUES ({marks}) ON CONFLICT DO UPDATE SET name=excluded.name, "
+                    "description=excluded.description, summary=excluded.summary, "
+                    "anchor_ids=excluded.anchor_ids, item_count=excluded.item_count, "
+                    "updated_at=excluded.updated_at",
+                    [
+                        *self._scope_params(row.scope),
+                        row.category_key,
+                        row.name,
+                        row.description,
+                        row.summary,
+                        json.dumps(row.anchor_ids),
+                        row.item_count,
+                        row.updated_at,
+                    ],
+                )
+
+        self._write(work)
+
+    def categories(self, selector: ScopeFilter) -> list[CategoryRow]:
+        where, params = scope_where(selector)
+        rows = self._read(
+            f"SELECT {self._cols()}, category_key, name, description, summary, anchor_ids, "
+            f"item_count, updated_at FROM layer_category WHERE {where} "
+            f"ORDER BY {self._cols()}, category_key",
+            params,
+        )
+        out = []
+        for row in rows:
+            r = row[len(self._fields) :]
+            out.append(
+                CategoryRow(
+                    scope=self._scope_of(row),
+                    category_key=r[0],
+                    name=r[1],
+                    description=r[2],
+                    summary=r[3],
+                    anchor_ids=json.loads(r[4]),
+                    item_count=r[5],
+                    updated_at=r[6],
+                )
+            )
+        return out
+
+    def add_intention(self, row: IntentionRow) -> None:
+        marks = ", ".join("?" * (len(self._fields) + 6))
+        self._write(
+            lambda c: c.execute(
+                f"INSERT INTO layer_intention ({self._cols()}, version, goals, constraints, "
+                f"progress, source_item_ids, created_at) VALUES ({marks})",
+                [
+                    *self._scope_params(row.scope),
+                    row.version,
+                    json.dumps(row.goals),
+                    json.dumps(row.constraints),
+                    json.dumps(row.progress),
+                    json.dumps(row.source_item_ids),
+                    row.created_at,
+                ],
+            )
+        )
+
+    def latest_intentions(self, selector: ScopeFilter) -> list[IntentionRow]:
+        where, params = scope_where(selector, alias="i.")
+        join = " AND ".join(f"l.{_q(f)} = i.{_q(f)}" for f in self._fields)
+        rows = self._read(
+            f"SELECT {', '.join('i.' + _q(f) for f in self._fields)}, i.version, i.goals, "
+            "i.constraints, i.progress, i.source_item_ids, i.created_at FROM layer_intention i "
+            f"WHERE {where} AND NOT EXISTS (SELECT 1 FROM layer_intention l WHERE {join} "
+            "AND l.version > i.version) "
+            f"ORDER BY {', '.join('i.' + _q(f) for f in self._fields)}",
+            params,
+        )
+        return [
+            IntentionRow(
+                scope=self._scope_of(row),
+                version=r[0],
+                goals=json.loads(r[1]),
+                constraints=json.loads(r[2]),
+                progress=json.loads(r[3]),
+                source_item_ids=json.loads(r[4]),
+                created_at=r[5],
+            )
+            for row in rows
+            for r in [row[len(self._fields) :]]
+        ]
+
+    # -- revisions, runs --------------------------------------------------------------------
+
+    def add_revision(self, row: RevisionRow) -> None:
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO layer_revision(revision, change, pipelines, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                [row.revision, row.change, json.dumps(row.pipelines), row.created_at],
+            )
+        )
+
+    def revisions(self) -> list[RevisionRow]:
+        return [
+            RevisionRow(revision=r[0], change=r[1], pipelines=json.loads(r[2]), created_at=r[3])
+            for r in self._read(
+                "SELECT revision, change, pipelines, created_at FROM layer_revision "
+                "ORDER BY revision"
+            )
+        ]
+
+    def add_run(self, row: RunRow) -> None:
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO layer_run(run_id, kind, body, created_at) VALUES (?, ?, ?, ?)",
+                [row.run_id, row.kind, json.dumps(row.body), row.created_at],
+            )
+        )
+
+    def runs(self, limit: int = 50) -> list[RunRow]:
+        return [
+            RunRow(run_id=r[0], kind=r[1], body=json.loads(r[2]), created_at=r[3])
+            for r in self._read(
+                "SELECT run_id, kind, body, created_at FROM layer_run "
+                "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                [limit],
+            )
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,114 @@
+"""discover: every rule file a team has, and a reason for every markdown file left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rules_parser import discover, load
+
+RULE = "---\ndescription: x\n---\n\n- Always do y.\n"
+PLAIN = "# Notes\n\nSome prose.\n"
+
+
+def _write(root: Path, relative: str, text: str = PLAIN) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _tree(root: Path) -> None:
+    _write(
+        root,
+        "AGENTS.md",
+        "# Agents\n\nRead @docs/conventions.md and [the API rules](docs/api.md).\n",
+    )
+    _write(root, "CLAUDE.md", "# Claude\n\n@.claude/shared.md\n")
+    _write(root, "services/billing/AGENTS.md")
+    _write(root, "packages/web/CLAUDE.md")
+    _write(root, "GEMINI.md")
+    _write(root, ".claude/rules/api.md", "---\npaths:\n  - src/api/**\n---\n\n- Validate input.\n")
+    _write(root, ".claude/shared.md", "- Keep commits small.\n")
+    _write(root, ".cursor/rules/react.mdc", RULE)
+    _write(root, ".cursor/rules/nested/style.md", "- Use tabs.\n")
+    _write(root, ".clinerules/testing.md")
+    _write(root, ".roo/rules-code/style.md")
+    _write(root, ".windsurf/rules/general.md")
+    _write(root, ".github/copilot-instructions.md")
+    _write(root, ".github/instructions/py.instructions.md")
+    _write(root, ".github/ISSUE_TEMPLATE/bug.md")
+    _write(root, "agents/rules/naming.md")  # a folder named for rules
+    _write(root, "docs/conventions.md")  # imported by AGENTS.md
+    _write(root, "docs/api.md")  # linked from AGENTS.md
+    _write(root, "docs/perf.md", "---\ntitle: Memoize\nimpact: HIGH\ntags: perf\n---\n\nx\n")
+    _write(root, "docs/history.md")  # plain: skipped with a reason
+    _write(root, "README.md")
+    _write(root, "node_modules/pkg/AGENTS.md")
+
+
+EXPECTED = {
+    "AGENTS.md",
+    "CLAUDE.md",
+    "services/billing/AGENTS.md",
+    "packages/web/CLAUDE.md",
+    "GEMINI.md",
+    ".claude/rules/api.md",
+    ".claude/shared.md",
+    ".cursor/rules/react.mdc",
+    ".cursor/rules/nested/style.md",
+    ".clinerules/testing.md",
+    ".roo/rules-code/style.md",
+    ".windsurf/rules/general.md",
+    ".github/copilot-instructions.md",
+    ".github/instructions/py.instructions.md",
+    "agents/rules/naming.md",
+    "docs/conventions.md",
+    "docs/api.md",
+    "docs/perf.md",
+}
+
+
+def test_a_repository_rules_folder_is_found_whole(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    found = discover(tmp_path)
+    taken = {p.relative_to(tmp_path).as_posix() for p in found.files}
+    assert taken == EXPECTED
+    assert found.reasons[tmp_path / "docs/conventions.md"] == "imported by AGENTS.md"
+    assert found.reasons[tmp_path / ".claude/shared.md"] == "imported by CLAUDE.md"
+
+
+def test_every_markdown_file_left_out_has_a_reason(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    skipped = {p.relative_to(tmp_path).as_posix(): why for p, why in discover(tmp_path).skipped}
+    assert set(skipped) == {"docs/history.md", "README.md", ".github/ISSUE_TEMPLATE/bug.md"}
+    assert skipped["docs/history.md"].startswith("plain markdown")
+    assert "hidden folder" in skipped[".github/ISSUE_TEMPLATE/bug.md"]
+
+
+def test_include_takes_and_exclude_leaves_out(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    found = discover(tmp_path, include=["docs/*.md"], exclude=[".cursor/**", "GEMINI.md"])
+    taken = {p.relative_to(tmp_path).as_posix() for p in found.files}
+    assert "docs/history.md" in taken
+    assert not any(p.startswith(".cursor/") for p in taken) and "GEMINI.md" not in taken
+    reasons = {p.relative_to(tmp_path).as_posix(): why for p, why in found.skipped}
+    assert reasons["GEMINI.md"] == "excluded by --exclude"
+
+
+def test_claude_rules_paths_front_matter_become_globs(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    document = load(tmp_path / ".claude/rules/api.md", display_path=".claude/rules/api.md")
+    assert document.document is not None
+    assert document.document.globs == ("src/api/**",)
+    assert document.document.always_apply is False
+
+
+def test_an_import_outside_the_folder_is_reported_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    _write(tmp_path, "secret.md")
+    _write(root, "AGENTS.md", "@../secret.md\n@~/.claude/personal.md\n")
+    found = discover(root)
+    assert [p.name for p in found.files] == ["AGENTS.md"]
+    reasons = {p.name: why for p, why in found.skipped}
+    assert reasons["secret.md"] == "imported by AGENTS.md from outside the folder read"
+    assert "home-folder" in reasons["personal.md"]
