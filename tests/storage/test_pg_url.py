@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from memory_core.storage import create_store, parse_database_url
+import pytest
+from store_testkit import fresh_pg_database, start_pgserver
+
+from memory_core.errors import SchemaError
+from memory_core.storage import create_store, diagnose_url, open_store, parse_database_url
 
 
 def test_a_socket_folder_in_the_query_is_the_host() -> None:
@@ -16,3 +20,17 @@ def test_a_postgresql_url_builds_the_full_store_without_connecting() -> None:
     store = create_store("postgresql://bob:s3cret@127.0.0.1:1/memoir")
     assert store.backend == "postgresql" and "categories" in store.capabilities
     assert "s3cret" not in store.url.redacted()
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+async def test_doctor_never_creates_a_store_in_an_empty_database() -> None:
+    url = fresh_pg_database(start_pgserver())
+    with pytest.raises(SchemaError, match="no memoir store"):
+        await open_store(url, create=False)
+    findings = await diagnose_url(url, configured_embedder=None)
+    assert [f.status for f in findings] == ["error"] and "no memoir store" in findings[0].message
+    store = await open_store(url)  # an ordinary open creates it
+    await store.close()
+    reopened = await open_store(url, create=False)
+    await reopened.close()

@@ -181,9 +181,19 @@ class PgDatabase:
         with contextlib.suppress(psycopg.Error):
             conn.close()
 
-    def migrate(self) -> list[str]:
+    def migrate(self, *, create: bool = True) -> list[str]:
+        """Create or migrate the schema; with ``create=False`` a database without a memoir
+        store is an error (``memoir doctor`` must not create one)."""
         conn = self._take()
         try:
+            if not create:
+                found = conn.execute("SELECT to_regclass('schema_migration')").fetchone()
+                if found is None or found[0] is None:
+                    raise SchemaError(
+                        f"there is no memoir store in {self.url.redacted()}",
+                        hint="open it once with any memoir command (e.g. `memoir --db <url> "
+                        "stats`), which creates the tables",
+                    )
             try:
                 applied = _migrate(conn)
             except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as exc:
