@@ -274,11 +274,11 @@ def discover(
     frontier = [(p, 0) for p in importers]
     while frontier:
         importer, depth = frontier.pop(0)
-        for target, refusal in _imports(importer, base):
+        for target, left_out in _imports(importer, base):
             rel_importer = importer.relative_to(base).as_posix()
-            if refusal is not None:
+            if left_out is not None:
                 if not any(p == target for p, _ in found.skipped):
-                    found.skipped.append((target, refusal))
+                    found.skipped.append((target, left_out))
                 continue
             shown = target.relative_to(base).as_posix()
             if exclude and _matches(shown, exclude):

@@ -18,9 +18,7 @@ revision that can be listed, diffed and rolled back to. Every run is logged.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +35,7 @@ from memory_core.errors import (
     PipelineRunError,
     ScopeMismatchError,
 )
+from memory_core.pipeline.async_service import AsyncMemoryService
 from memory_core.pipeline.contract import (
     ExecuteStep,
     Pipeline,
@@ -46,6 +45,12 @@ from memory_core.pipeline.contract import (
     State,
     StepSpec,
     SyncRunner,
+)
+from memory_core.pipeline.creation import (
+    DDL_VERSION,
+    scope_difference,
+    taxonomy_from,
+    version_hash,
 )
 from memory_core.pipeline.editing import (
     PipelineSet,
@@ -84,52 +89,6 @@ from memory_core.storage.layer import (
 from memory_core.tokens import TokenCounter, create_token_counter
 
 __all__ = ["DDL_VERSION", "AsyncMemoryService", "MemoryService"]
-
-DDL_VERSION = 1
-_SLUG = re.compile(r"[^a-z0-9]+")
-
-
-def _taxonomy(categories: Sequence[str | Mapping[str, str]]) -> list[dict[str, str]]:
-    if not categories:
-        raise ConfigError(
-            "categories is empty", hint="pass the taxonomy, e.g. ['preferences', 'projects']"
-        )
-    out: list[dict[str, str]] = []
-    for entry in categories:
-        raw = {"name": entry} if isinstance(entry, str) else dict(entry)
-        name = str(raw.get("name") or raw.get("key") or "").strip()
-        if not name:
-            raise ConfigError(f"category {entry!r} has no name", hint="give each a name")
-        key = str(raw.get("key") or _SLUG.sub("_", name.lower()).strip("_"))
-        out.append({"key": key, "name": name, "description": str(raw.get("description", ""))})
-    keys = [c["key"] for c in out]
-    if len(set(keys)) != len(keys):
-        raise ConfigError(f"category keys repeat: {keys}", hint="give each category its own key")
-    return out
-
-
-def _version_hash(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _scope_difference(stored: Mapping[str, Any], spec: ScopeSpec) -> str:
-    old = [f["name"] for f in stored["scope_fields"]]
-    new = list(spec.fields)
-    added = [f for f in new if f not in old]
-    removed = [f for f in old if f not in new]
-    parts = [f"stored fields {old}, given {new}"]
-    if added:
-        parts.append(f"added {added}")
-    if removed:
-        parts.append(f"removed {removed}")
-    if not added and not removed and old != new:
-        parts.append("same fields in another order")
-    old_types = {f["name"]: f["type"] for f in stored["scope_fields"]}
-    retyped = [f"{n}: {old_types[n]} -> {t}" for n, t in zip(new, spec.types, strict=True)
-               if n in old_types and old_types[n] != t]  # fmt: skip
-    if retyped:
-        parts.append(f"retyped {retyped}")
-    return "; ".join(parts)
 
 
 class MemoryService:
@@ -218,7 +177,7 @@ class MemoryService:
             SchemaError: ``validate`` mode and the tables are missing or differ.
         """
         spec = ScopeSpec.from_model(scope_model)
-        taxonomy = _taxonomy(categories)
+        taxonomy = taxonomy_from(categories)
         profiles = parse_profiles(llm_providers)
         roles = dict(role_profiles or {})
         for role, name in roles.items():
@@ -239,7 +198,7 @@ class MemoryService:
         stored = store.get_meta()
         if stored is not None and stored.get("scope_schema_hash") != spec.schema_hash:
             raise ScopeMismatchError(
-                f"this store was created with another scope model: {_scope_difference(stored, spec)}",
+                f"this store was created with another scope model: {scope_difference(stored, spec)}",
                 hint="open it with the scope model it was created with; to change scope fields, "
                 "create a new store and memorize into it again (scopes are never migrated)",
                 details={"stored": stored["scope_fields"], "given": spec.describe()},
@@ -261,7 +220,7 @@ class MemoryService:
             "boundary_fields": list(policy.boundary_fields),
             "ddl_version": DDL_VERSION,
             "taxonomy": taxonomy,
-            "taxonomy_version": _version_hash(taxonomy),
+            "taxonomy_version": version_hash(taxonomy),
             "pipeline_revision": revision,
             "providers": {
                 "llm": redacted_summary(profiles),
@@ -354,6 +313,8 @@ class MemoryService:
         body = {
             "kind": kind,
             "runner": self.runner.name,
+            # the engine's own id (Burr app id, Temporal workflow id), to inspect or resume
+            **({"runner_run_id": outcome.run_id} if outcome.run_id else {}),
             "pipeline_revision": self.pipeline_revision,
             "status": outcome.status,
             "input": input_summary,
@@ -769,71 +730,3 @@ def _embed_function(embedder: Any) -> Callable[[Sequence[str]], np.ndarray]:
 
     embed.embedder_id = getattr(instance, "embedder_id", "custom")  # type: ignore[attr-defined]
     return embed
-
-
-class AsyncMemoryService:
-    """The async twin: the same API, each call run in a worker thread (the store and the
-    runner are synchronous units of work; the event loop never blocks)."""
-
-    def __init__(self, sync: MemoryService) -> None:
-        self.sync = sync
-
-    @classmethod
-    async def create(cls, **kwargs: Any) -> AsyncMemoryService:
-        """See :meth:`MemoryService.create` (same arguments and errors)."""
-        return cls(await asyncio.to_thread(lambda: MemoryService.create(**kwargs)))
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return self.sync.meta
-
-    async def memorize(self, scope: Any, **kwargs: Any) -> MemorizeResult:
-        return await asyncio.to_thread(lambda: self.sync.memorize(scope, **kwargs))
-
-    async def retrieve(self, scope_selector: Any, query: str, **kwargs: Any) -> RetrieveResult:
-        return await asyncio.to_thread(lambda: self.sync.retrieve(scope_selector, query, **kwargs))
-
-    async def evolve(self, scope: Any) -> EvolveResult:
-        return await asyncio.to_thread(self.sync.evolve, scope)
-
-    async def list_categories(self, scope: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(lambda: self.sync.list_categories(scope, **kwargs))
-
-    async def get_category(self, scope: Any, category: str, **kwargs: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(lambda: self.sync.get_category(scope, category, **kwargs))
-
-    async def get_latest_intention(self, scope: Any) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self.sync.get_latest_intention, scope)
-
-    async def config(self, step_id: str, **changes: Any) -> int:
-        return await asyncio.to_thread(lambda: self.sync.config(step_id, **changes))
-
-    async def insert_after(self, step_id: str, new_step: StepSpec) -> int:
-        return await asyncio.to_thread(self.sync.insert_after, step_id, new_step)
-
-    async def insert_before(self, step_id: str, new_step: StepSpec) -> int:
-        return await asyncio.to_thread(self.sync.insert_before, step_id, new_step)
-
-    async def replace(self, step_id: str, new_step: StepSpec) -> int:
-        return await asyncio.to_thread(self.sync.replace, step_id, new_step)
-
-    async def remove(self, step_id: str) -> int:
-        return await asyncio.to_thread(self.sync.remove, step_id)
-
-    async def disable(self, step_id: str) -> int:
-        return await asyncio.to_thread(self.sync.disable, step_id)
-
-    async def revisions(self) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.sync.revisions)
-
-    async def diff(self, old: int, new: int | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync.diff, old, new)
-
-    async def rollback(self, revision: int) -> int:
-        return await asyncio.to_thread(self.sync.rollback, revision)
-
-    async def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.sync.runs, limit)
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.sync.close)

@@ -77,8 +77,14 @@ class PackedBlock:
     dropped_for_budget: int
 
 
+def _footer(left_out: int) -> str:
+    if left_out <= 0:
+        return ""
+    return f"\n_{left_out} more not shown_\n"
+
+
 def _render(
-    header: str, chosen: Sequence[RankedDirective], breadcrumbs: bool
+    header: str, chosen: Sequence[RankedDirective], breadcrumbs: bool, footer: str = ""
 ) -> tuple[str, list[RankedDirective]]:
     # Groups in order of their best (first chosen) directive; chosen is in rank order.
     groups: dict[str, list[RankedDirective]] = {}
@@ -91,6 +97,7 @@ def _render(
         for directive in members:
             ordered.append(directive)
             parts.append(_line(directive, len(ordered), breadcrumbs))
+    parts.append(footer)
     return "".join(parts), ordered
 
 
@@ -102,6 +109,7 @@ def pack_directives(
     safety_cap: int,
     count: Callable[[str], int],
     include_breadcrumbs: bool = False,
+    left_out: int = 0,
 ) -> PackedBlock:
     """Choose and render directives within ``budget`` tokens.
 
@@ -112,6 +120,8 @@ def pack_directives(
         safety_cap: the most tokens the forced MUST directives may take the block to.
         count: exact token counter.
         include_breadcrumbs: add source path, lines and section under each directive.
+        left_out: candidates already left out before packing (not relevant enough); the
+            block's last line says how many directives it does not show.
 
     Returns:
         The block, the chosen directives best first (``forced`` and ``ref`` set),
@@ -120,6 +130,8 @@ def pack_directives(
     if count(header) > budget:
         header = "## Project rules for this task\n"
     used = count(header)
+    # Room for the "N more not shown" line (its exact count is settled after packing).
+    used += count(_footer(left_out + len(ranked) + 100))
     chosen: list[RankedDirective] = []
     rules_in: set[str] = set()
     forced_ids: set[str] = set()
@@ -153,7 +165,7 @@ def pack_directives(
     chosen.sort(key=lambda d: order[d.directive_id])
     limit = max(budget, min(safety_cap, used)) if forced_ids else budget
     while True:
-        block, ordered = _render(header, chosen, include_breadcrumbs)
+        block, ordered = _render(header, chosen, include_breadcrumbs, _footer(left_out + dropped))
         tokens = count(block)
         # The per-line estimate can be off by a token or two at joins: trim the weakest
         # unforced directive until the exact count fits.

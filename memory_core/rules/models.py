@@ -132,7 +132,12 @@ class ScoreBreakdown(BaseModel):
     severity_boost: float = Field(description="MUST=3, SHOULD=2, MAY=1.")
     semantic_sim: float = Field(description="Cosine similarity of task and directive embeddings.")
     weights: dict[str, float] = Field(description="The weight applied to each signal.")
-    total: float = Field(description="Sum of signal × weight.")
+    relevance: float = Field(
+        default=0.0,
+        description="Task-specific evidence (similarity, lexical rank, conditions, authority, "
+        "topics) that gated the directive into the block; weighted into the total.",
+    )
+    total: float = Field(description="Sum of signal × weight, plus relevance × its weight.")
     reasons: list[str] = Field(default_factory=list, description="Human-readable explanation.")
 
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["LEXICAL_WEIGHT", "RelevanceGate", "relevance", "short_reason"]
+__all__ = ["LEXICAL_WEIGHT", "STRUCTURE_WEIGHT", "RelevanceGate", "relevance", "short_reason"]
 
 # How much the lexical arm's rank adds to the similarity (at rank 0; linear to 0 at the end).
 LEXICAL_WEIGHT = 0.20
+# How much declared metadata (When-to-Apply, authority) counts next to similarity.
+STRUCTURE_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,8 @@ class RelevanceGate:
         keep_at_least: never cut below this many (a vague task still gets its best few).
     """
 
-    floor: float = 0.30
-    ratio: float = 0.70
+    floor: float = 0.10
+    ratio: float = 0.0
     keep_at_least: int = 3
 
     def cut(self, relevances: Sequence[float]) -> int:
@@ -68,7 +70,9 @@ def relevance(
         value += LEXICAL_WEIGHT * (1.0 - lexical_rank / max(lexical_size, 1))
     if semantic is None and lexical_rank is not None:
         value += 0.25  # lexical evidence must carry a lexical-only ranking on its own
-    value += 0.25 * when_to_apply + 0.10 * authority + 0.15 * topic_overlap
+    # Declared metadata (a met When-to-Apply condition, authority on a task topic) is strong,
+    # explicit evidence; the template's rules carry it, most foreign files do not.
+    value += STRUCTURE_WEIGHT * (0.5 * when_to_apply + 0.3 * authority) + 0.15 * topic_overlap
     return round(value, 4)
 
 
@@ -80,19 +84,18 @@ def short_reason(
     topics: Iterable[str],
     semantic: float | None,
 ) -> str:
-    """A few words saying why a directive was chosen ("mentions migration, alembic")."""
+    """A few words saying why a directive was chosen: the task words it shares ("alembic,
+    migration"), the condition it meets, the authority or topic it shares."""
     condition = (condition or "").strip()
     if condition:
-        return "when " + (condition if len(condition) <= 40 else condition[:37] + "…")
+        return "when " + (condition if len(condition) <= 28 else condition[:25] + "…")
     words = list(shared_words)[:2]
     if words:
-        return "task: " + ", ".join(words)
-    authority = sorted(authority_topics)[:2]
+        return ", ".join(words)
+    authority = sorted(authority_topics)[:1]
     if authority:
-        return "authority on " + ", ".join(authority)
-    shared = sorted(topics)[:2]
+        return "authority: " + authority[0]
+    shared = sorted(topics)[:1]
     if shared:
-        return "topic " + ", ".join(shared)
-    if semantic is not None and semantic > 0:
-        return f"similar {semantic:.2f}"
-    return "top match"
+        return "topic: " + shared[0]
+    return "similar" if semantic is not None and semantic > 0 else "top match"

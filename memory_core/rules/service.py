@@ -74,7 +74,7 @@ __all__ = ["RulesService"]
 
 # Relevance gate and how much relevance counts in the final order (tuned on the dev set).
 _GATE = RelevanceGate()
-_RELEVANCE_WEIGHT = 0.0
+_RELEVANCE_WEIGHT = 30.0
 
 
 def _met_condition(breakdown: ScoreBreakdown, conditions: Sequence[str]) -> str | None:
@@ -465,6 +465,7 @@ class RulesService:
         candidates.sort(key=lambda c: (-c[1], -c[0], c[3]))
         keep = _GATE.cut([c[1] for c in candidates])
         below_relevance = len(candidates) - keep
+        relevance_of = {c[3]: c[1] for c in candidates[:keep]}
         scored = [
             (total + _RELEVANCE_WEIGHT * rel, sim, item_id)
             for total, rel, sim, item_id in candidates[:keep]
@@ -497,6 +498,14 @@ class RulesService:
                 query=features,
                 weights=weights,
             )
+            rel = relevance_of[item_id]
+            breakdown = breakdown.model_copy(
+                update={
+                    "relevance": rel,
+                    "total": round(breakdown.total + _RELEVANCE_WEIGHT * rel, 4),
+                    "reasons": [*breakdown.reasons, f"task relevance {rel:.2f}"],
+                }
+            )
             entry = self._ranked(index, item_id, breakdown, lexical_set, nearest_set, graph_ids)
             reason = short_reason(
                 shared_words=(
@@ -518,6 +527,7 @@ class RulesService:
             safety_cap=max(self._settings.must_safety_cap, 1),
             count=self._ctx.tokens.count,
             include_breadcrumbs=include_breadcrumbs,
+            left_out=below_relevance + len(scored) - len(ranked) - restated,
         )
         took = round((time.perf_counter() - started) * 1000, 3)
         diagnostics = QueryDiagnostics(

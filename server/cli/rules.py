@@ -259,7 +259,8 @@ def query(
     click.echo(
         f"-- {stats.selected} of {stats.considered} candidates ({stats.searched} directives), "
         f"{result.diagnostics.tokens_used}/{result.diagnostics.token_budget} tokens, "
-        f"{result.diagnostics.execution_ms:.1f} ms",
+        f"{result.diagnostics.execution_ms:.1f} ms, left out: {stats.below_relevance} not "
+        f"relevant enough, {stats.dropped_for_budget} over the budget",
         err=True,
     )
     if explain:

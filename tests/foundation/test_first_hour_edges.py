@@ -115,7 +115,8 @@ def test_the_library_never_writes_to_stdout(tmp_path: Path, logging_setup: str) 
 
 
 def test_the_readme_python_snippet_runs_on_a_fresh_store(tmp_path: Path) -> None:
-    [snippet] = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    section = README.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+    [snippet] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     (tmp_path / "snippet.py").write_text(snippet, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
     env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})

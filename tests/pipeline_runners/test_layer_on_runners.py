@@ -91,6 +91,7 @@ def test_the_burr_runner_keeps_the_layers_run_state(tmp_path: Path) -> None:
     service.memorize(ALICE, conversation=CHAT)
 
     (app_id,) = runner.app_ids("memorize")
+    assert service.runs()[0]["runner_run_id"] == app_id  # the run log points at Burr's state
     saved = runner.persisted("memorize", app_id)
     assert saved is not None and saved.status == "completed"
     assert saved.state["pipeline_revision"] == service.pipeline_revision

@@ -79,10 +79,19 @@ async def test_max_items_and_strict_layer(loaded: RulesService) -> None:
     capped = await loaded.query_directives(TASK, scope="s", max_items=2)
     assert len(capped.directives) == 2
     everything = await loaded.query_directives(TASK, scope="s")
-    assert any(d.layer == "4-Persistence" for d in everything.directives)
+    assert len(everything.directives) > 2
+    # A task touching two layers: strict_layer keeps the detected one and the wildcard.
+    mixed = TASK + ", with a migration for the sessions table and structured logging"
+    assert any(
+        d.layer == "4-Persistence"
+        for d in (await loaded.query_directives(mixed, scope="s")).directives
+    )
     strict = await loaded.query_directives(TASK, scope="s", strict_layer=True)
     assert {d.layer for d in strict.directives} <= {"2-Application", "*"}
-    assert any(d.layer == "*" for d in strict.directives)  # wildcard directives stay
+    wildcard = await loaded.query_directives(
+        TASK + " and log it", scope="s", strict_layer=True, max_items=50
+    )
+    assert any(d.layer == "*" for d in wildcard.directives)  # wildcard directives stay
     with pytest.raises(InvalidInputError):
         await loaded.query_directives(TASK, scope="s", max_items=0)
 
@@ -90,8 +99,15 @@ async def test_max_items_and_strict_layer(loaded: RulesService) -> None:
 async def test_budget_is_respected_and_top_musts_are_forced(loaded: RulesService) -> None:
     tight = await loaded.query_directives(TASK, scope="s", token_budget=40)
     musts = [d for d in tight.directives if d.severity == "MUST"]
-    assert tight.diagnostics.forced_must == len(musts) == 3
+    # The forced MUSTs are the task's most relevant ones (at most three), not every MUST.
+    assert 1 <= tight.diagnostics.forced_must == len(musts) <= 3
     assert all(d.forced for d in musts)
+    roomy_musts = [
+        d
+        for d in (await loaded.query_directives(TASK, scope="s", token_budget=4000)).directives
+        if d.severity == "MUST"
+    ]
+    assert [d.directive_id for d in musts] == [d.directive_id for d in roomy_musts[: len(musts)]]
     assert not [d for d in tight.directives if d.severity != "MUST"]
     assert tight.diagnostics.tokens_used <= 2000
     roomy = await loaded.query_directives(TASK, scope="s", token_budget=900)

@@ -30,6 +30,7 @@ from memory_core.storage.layer.port import (
     ScopeValues,
 )
 from memory_core.storage.sqlite.driver import select_driver
+from memory_core.storage.sqlite.fts import match_expression
 
 __all__ = ["SqliteLayerStore", "layer_ddl", "scope_where"]
 
@@ -390,10 +391,12 @@ class SqliteLayerStore:
     def lexical_search(
         self, selector: ScopeFilter, terms: Sequence[str], k: int
     ) -> list[tuple[str, float]]:
-        words = [t for t in dict.fromkeys(terms) if t]
-        if not words or k <= 0:
+        # Control characters end an FTS5 string early (NUL: "unterminated string"): drop them;
+        # every term is then a quoted string, so no user text is read as query syntax.
+        cleaned = ("".join(ch for ch in t if ch >= " ").strip() for t in terms)
+        match = match_expression([w for w in cleaned if w], "OR")
+        if match is None or k <= 0:
             return []
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         where, params = scope_where(selector, alias="i.")
         rows = self._read(
             # CROSS JOIN keeps FTS5 as the outer loop: the planner would otherwise walk the

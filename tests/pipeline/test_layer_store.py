@@ -1,0 +1,75 @@
+"""The layer store port on both backends: scope filters, lexical quoting, vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_core.pipeline.extraction import query_terms
+from memory_core.storage.layer import InMemoryLayerStore, ItemRow, LayerStore
+from memory_core.storage.layer.sqlite import SqliteLayerStore
+
+FIELDS = ("org_id", "user_id")
+
+
+@pytest.fixture
+def store(backend: str, tmp_path: Path) -> Iterator[LayerStore]:
+    made: LayerStore = (
+        InMemoryLayerStore() if backend == "memory" else SqliteLayerStore(tmp_path / "s.db")
+    )
+    made.provision(FIELDS, "create")
+    rows = []
+    for n, (org, user, text) in enumerate(
+        [
+            ("acme", "ann", 'tea "quoted" NEAR(x y) and col:umn * stars'),
+            ("acme", "bob", "coffee with oat milk"),
+            ("evil", "eve", "coffee beans and tea leaves"),
+        ]
+    ):
+        vector = np.zeros(4, dtype=np.float32)
+        vector[n] = 1.0
+        rows.append(
+            ItemRow(f"i{n}", {"org_id": org, "user_id": user}, "r", text, [], 0.5, "stable",
+                    embedding=vector)
+        )  # fmt: skip
+    made.upsert_items(rows)
+    yield made
+    made.close()
+
+
+def test_filters_select_exactly_their_scopes(store: LayerStore) -> None:
+    assert {r.item_id for r in store.items({"org_id": ("acme",), "user_id": None})} == {"i0", "i1"}
+    assert {r.item_id for r in store.items({"org_id": ("acme", "evil"), "user_id": ("eve",)})} == {
+        "i2"
+    }
+    hits = store.lexical_search({"org_id": ("acme",), "user_id": None}, ["coffee"], 10)
+    assert [h[0] for h in hits] == ["i1"]
+    near = store.vector_search({"org_id": ("evil",), "user_id": None}, np.eye(4)[0], 5)
+    assert [h[0] for h in near] == ["i2"]
+
+
+def test_a_superseded_item_leaves_both_indexes(store: LayerStore) -> None:
+    (row,) = store.items_by_id(["i1"])
+    row.status = "superseded"
+    store.upsert_items([row])
+    everyone = {"org_id": ("acme", "evil"), "user_id": None}
+    assert "i1" not in [h[0] for h in store.lexical_search(everyone, ["coffee"], 10)]
+    assert "i1" not in [h[0] for h in store.vector_search(everyone, np.eye(4)[1], 10)]
+    assert store.count_items(everyone) == 2
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(max_size=60))
+def test_any_query_text_is_safe_for_the_lexical_index(store: LayerStore, text: str) -> None:
+    acme = {"org_id": ("acme",), "user_id": None}
+    # raw words (quotes, NEAR, *, column filters) go to the backend as terms, never as syntax
+    for terms in (query_terms(text), text.split(), [text]):
+        hits = store.lexical_search(acme, terms, 5)
+        assert all(h[0] in {"i0", "i1"} for h in hits)
