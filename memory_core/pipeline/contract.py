@@ -9,7 +9,6 @@ timeouts, persistence); *what* a step does is `execute_step`, handed to it by th
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -75,37 +74,29 @@ class Runner(Protocol):
 
 
 class SyncRunner:
-    """The default runner: steps run one after another in this process; a failure stops the run."""
+    """The default runner: steps run one after another in this process; a failure stops the run.
+
+    A step with `timeout_s` runs in a thread of its own and is given at most that long (the run
+    moves on without it; Python cannot stop a thread), worded as every runner words it.
+    """
 
     name = "sync"
 
     def run(self, pipeline: Pipeline, state: State, execute_step: ExecuteStep) -> RunOutcome:
+        from memory_core.pipeline.runners._attempts import StepRecord, attempt, outcome
+
         state = dict(state)
-        timings: list[StepTiming] = []
+        records: list[StepRecord] = []
         for step in pipeline.enabled_steps():
-            attempts = 0
+            record = StepRecord(step.step_id)
+            records.append(record)
             while True:
-                attempts += 1
-                started = time.perf_counter()
                 try:
-                    produced = execute_step(step, state)
-                except Exception as exc:  # the run record names the cause
-                    if attempts <= step.retries:
+                    produced = attempt(step, state, execute_step, record, enforce_timeout=True)
+                except Exception:  # the record names the cause
+                    if record.attempts <= step.retries:
                         continue
-                    ms = (time.perf_counter() - started) * 1000
-                    timings.append(
-                        StepTiming(step.step_id, ms, attempts, f"{type(exc).__name__}: {exc}")
-                    )
-                    return RunOutcome(
-                        state,
-                        timings,
-                        "failed",
-                        f"step {step.step_id!r} failed: {exc}",
-                        failed_step=step.step_id,
-                    )
+                    return outcome(state, records, failed=record)
                 break
-            timings.append(
-                StepTiming(step.step_id, (time.perf_counter() - started) * 1000, attempts)
-            )
             state.update(produced)
-        return RunOutcome(state, timings)
+        return outcome(state, records)

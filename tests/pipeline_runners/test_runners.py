@@ -141,8 +141,6 @@ def test_a_pipeline_with_no_enabled_step_returns_its_input(runner: Runner) -> No
 
 
 def test_a_step_past_its_timeout_fails_the_run(runner: Runner) -> None:
-    if runner.name == "sync":
-        pytest.skip("the sync runner does not enforce timeout_s")
     pipeline = Pipeline(
         "memorize",
         (
