@@ -88,7 +88,7 @@ def short_reason(
     migration"), the condition it meets, the authority or topic it shares."""
     condition = (condition or "").strip()
     if condition:
-        return "when " + (condition if len(condition) <= 28 else condition[:25] + "…")
+        return "when " + _clip(condition, 28)
     words = list(shared_words)[:2]
     if words:
         return ", ".join(words)
@@ -99,3 +99,12 @@ def short_reason(
     if shared:
         return "topic: " + shared[0]
     return "similar" if semantic is not None and semantic > 0 else "top match"
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, with "…" when cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    cut = (head if text[limit - 1] == " " else head.rsplit(" ", 1)[0]).rstrip(" ,;:-")
+    return (cut or text[: limit - 1]) + "…"
