@@ -96,7 +96,8 @@ def main() -> None:
             )
     print(f"embedder {args.embedder}, batch {args.batch_kib} KiB, fresh SQLite store per case")
     print(
-        f"{'path':<20} {'MB':>5} {'chunks':>7} {'cats':>5} {'s':>8} {'MB/s':>6} {'peak RSS MB':>12}"
+        f"{'path':<20} {'MB':>5} {'chunks':>7} {'cats':>5} {'s':>8} {'MB/s':>6} "
+        f"{'RSS at start MB':>15} {'peak RSS MB':>12}"
     )
     for name, _, r in rows:
         print(

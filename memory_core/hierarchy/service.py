@@ -210,7 +210,7 @@ class HierarchyService:
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
         raw = text.encode("utf-8")
         check_ingest_size(len(raw), self.settings.max_ingest_bytes)
-        if len(raw) > self.settings.ingest_batch_bytes:
+        if len(raw) > self.settings.ingest_batch_bytes and await self._streams():
             digest = hashlib.sha256(raw).hexdigest()
             return await self._ingest_streamed(
                 io.BytesIO(raw), len(raw), digest, scope, source, model, category, progress
@@ -392,7 +392,7 @@ class HierarchyService:
         try:
             size = file.stat().st_size
             check_ingest_size(size, self.settings.max_ingest_bytes, what=str(file))
-            if size > self.settings.ingest_batch_bytes:
+            if size > self.settings.ingest_batch_bytes and await self._streams():
                 with file.open("rb") as stream:
                     digest = file_digest(stream)
                     return await self._ingest_streamed(
@@ -416,6 +416,11 @@ class HierarchyService:
             progress=progress,
         )
 
+    async def _streams(self) -> bool:
+        """Whether this store streams large inputs (the transitional MySQL hierarchy tables do
+        not: there an input up to ``hierarchy.max_ingest_bytes`` is ingested in one go)."""
+        return isinstance(await self.store(), PortHierarchyStore)
+
     async def _ingest_streamed(
         self,
         stream: BinaryIO,
@@ -431,9 +436,15 @@ class HierarchyService:
         agents = self.agents(model)
         result = IngestResult(scope=scope, source=source, timestamp=utc_now())
         store = await self._checked_store(scope)
+        if not isinstance(store, PortHierarchyStore):  # callers check _streams() first
+            raise ConfigError(
+                f"streamed ingest needs the shared store, not the {store.backend} tables",
+                hint="use a SQLite or PostgreSQL store, or keep inputs under hierarchy.ingest_batch_bytes",
+            )
         try:
             await ingest_stream(
                 self,
+                store,
                 stream,
                 digest=digest,
                 size=size,
@@ -493,7 +504,7 @@ class HierarchyService:
         Raises:
             InvalidInputError: nothing to remove was named, or the category does not exist
                 (the message lists the top-level categories).
-            ConfigError: the store has no removal (the transitional PostgreSQL / MySQL tables).
+            ConfigError: the store has no removal (the transitional MySQL hierarchy tables).
         """
         scope = validate_scope(scope)
         if not chunk_ids and source is None and category is None:
@@ -505,7 +516,7 @@ class HierarchyService:
         if not isinstance(store, PortHierarchyStore):
             raise ConfigError(
                 f"removing knowledge is not available on the {store.backend} hierarchy tables",
-                hint="use SQLite or PostgreSQL (the shared store)",
+                hint="use a SQLite or PostgreSQL store, where knowledge lives on the shared store",
             )
         categories = [] if category is None else [await self._category_id(store, scope, category)]
         removed = await store.remove_chunks(

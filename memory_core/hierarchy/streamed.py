@@ -61,6 +61,7 @@ class LeafCentroids:
 
 async def ingest_stream(
     service: HierarchyService,
+    store: PortHierarchyStore,
     stream: BinaryIO,
     *,
     digest: str,
@@ -73,15 +74,6 @@ async def ingest_stream(
     result: IngestResult,
 ) -> IngestResult:
     """Ingest ``stream`` (``size`` bytes, sha256 ``digest``) batch by batch into ``result``."""
-    store = await service._checked_store(scope)
-    if not isinstance(store, PortHierarchyStore):
-        from memory_core.errors import ConfigError
-
-        raise ConfigError(
-            f"streamed ingest needs the shared store; the {store.backend} hierarchy tables "
-            "take inputs up to hierarchy.ingest_batch_bytes in one call",
-            hint="split the input, or use SQLite or PostgreSQL",
-        )
     settings = service.settings
     resource_id, state = await store.ingest_resource(
         scope,

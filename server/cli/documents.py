@@ -74,14 +74,21 @@ def _print_warnings(warnings: list[str]) -> None:
 
 
 class _Progress:
-    """A progress bar on stderr, only on a terminal and never under --json."""
+    """Progress on stderr: a bar on a terminal, one JSON object per file under --json
+    (``{"event": "progress", "files_done": …, "files_total": …, "path": …}``), else nothing."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json = as_json
+        self.enabled = as_json or sys.stderr.isatty()
         self.bar: Any = None
 
     def __call__(self, done: int, total: int, path: str) -> None:
         if not self.enabled or total == 0:
+            return
+        if self.as_json:
+            line = {"event": "progress", "files_done": done, "files_total": total, "path": path}
+            sys.stderr.write(json.dumps(line) + "\n")
+            sys.stderr.flush()
             return
         if self.bar is None:
             self.bar = click.progressbar(length=total, label="ingesting", file=sys.stderr)
@@ -138,7 +145,7 @@ def add_command(
             InvalidInputError("nothing to add", hint="memoir add <path...> or --text … --path …"),
             as_json=as_json,
         )
-    progress = _Progress(enabled=not as_json)
+    progress = _Progress(as_json=as_json)
 
     async def run(memoir: Memoir) -> Any:
         target = _scope(state, scope)

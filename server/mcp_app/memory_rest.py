@@ -123,6 +123,27 @@ def _parse(model: type[BaseModel], data: dict[str, Any]) -> Any:
         raise ApiError(422, validation_error(model, exc)) from None
 
 
+_MAX_ID = 64
+
+
+def _memory_id(request: Request) -> str:
+    """The ``{memory_id}`` of the path, checked the same way whatever the backend."""
+    value = str(request.path_params["memory_id"])
+    if not value.strip() or len(value) > _MAX_ID or any(ord(c) < 32 for c in value):
+        raise ApiError(
+            400,
+            {
+                "code": "invalid_input",
+                "field": "memory_id",
+                "limit": f"1 to {_MAX_ID} printable characters",
+                "message": f"invalid memory id {value[:40]!r}",
+                "hint": "use an id from GET /v1/memory/entries (24 hex digits, or a unique "
+                "prefix of 6 or more)",
+            },
+        )
+    return value
+
+
 class MemoryRoutes:
     """The route handlers over one runtime (one per server)."""
 
@@ -263,7 +284,7 @@ class MemoryRoutes:
         async def go() -> Response:
             q = _parse(SpaceQuery, dict(request.query_params))
             space = self.space_of(request, q.space, writes=False)
-            memory_id = request.path_params["memory_id"]
+            memory_id = _memory_id(request)
             return await self.run(
                 request,
                 "show",
@@ -277,7 +298,7 @@ class MemoryRoutes:
         async def go() -> Response:
             q = _parse(SpaceQuery, dict(request.query_params))
             space = self.space_of(request, q.space, writes=False)
-            memory_id = request.path_params["memory_id"]
+            memory_id = _memory_id(request)
 
             async def call(m: Any) -> Any:
                 chain = await m.memories.history(memory_id, space=space, user=q.user)
@@ -293,7 +314,7 @@ class MemoryRoutes:
         async def go() -> Response:
             q = _parse(SpaceQuery, dict(request.query_params))
             space = self.space_of(request, q.space, writes=True)
-            memory_id = request.path_params["memory_id"]
+            memory_id = _memory_id(request)
 
             async def call(m: Any) -> Any:
                 method = m.memories.pin if pinned else m.memories.unpin
@@ -307,7 +328,7 @@ class MemoryRoutes:
         async def go() -> Response:
             q = _parse(SpaceQuery, dict(request.query_params))
             space = self.space_of(request, q.space, writes=True)
-            memory_id = request.path_params["memory_id"]
+            memory_id = _memory_id(request)
             return await self.run(
                 request,
                 "forget",

@@ -176,3 +176,13 @@ def test_two_processes_adding_at_once_lose_nothing(tmp_path: Path) -> None:
         )
     )
     assert stats["stats"]["total_hits"] == 51
+
+
+def test_add_under_json_writes_one_progress_line_per_file_to_stderr(
+    tmp_path: Path, corpus: Path
+) -> None:
+    result = run(tmp_path, "add", str(corpus), "--scope", "s", "--json")
+    ok_json(result)  # stdout stays one JSON document
+    lines = [json.loads(line) for line in result.stderr.splitlines() if '"progress"' in line]
+    assert [line["files_done"] for line in lines][-1] == lines[-1]["files_total"] == 4
+    assert all(line["event"] == "progress" for line in lines) and len(lines) >= 4

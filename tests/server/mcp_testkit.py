@@ -144,13 +144,15 @@ def start_http_server(
     env: dict[str, str] | None = None,
     config: Path | None = None,
     wrapper: tuple[str, ...] = (),
+    db_url: str | None = None,
 ) -> RunningServer:
     """``memoir serve --transport http|sse`` on a free port; returns once uvicorn reports it is
     listening (bounded wait on its log line, no polling). The server may read ``workspaces``
-    (default: the folder holding ``workdir``, where pytest puts every test's projects)."""
+    (default: the folder holding ``workdir``, where pytest puts every test's projects). The
+    store is ``workdir/memoir.db`` unless ``db_url`` names another (e.g. PostgreSQL)."""
     folders = workspaces if workspaces is not None else (workdir.parent,)
     command = serve_command(
-        f"sqlite:///{workdir / 'memoir.db'}",
+        db_url or f"sqlite:///{workdir / 'memoir.db'}",
         "--transport",
         transport,
         "--host",

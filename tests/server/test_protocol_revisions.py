@@ -50,6 +50,6 @@ async def test_each_revision_gets_the_same_tools_in_the_same_order_and_works_off
                 "ingest", {"text": "Backups run nightly at two and are kept for thirty days."}
             )
             answer = await client.call_tool("query", {"question": "how long are backups kept?"})
-    assert first == second == [*DEFAULT_TOOLS, "list_rules", "search"]
+    assert first == second == [*DEFAULT_TOOLS, "list_rules", "search", "forget_knowledge"]
     assert not ingest.is_error and ingest.structured_content["model"] == "memoir-offline:clusters"
     assert not answer.is_error and "thirty days" in answer.structured_content["answer"]

@@ -33,7 +33,7 @@ from memory_core.errors import MemoirError, SchemaError
 from memory_core.storage.postgres.connection import _statement_error, connection_help
 from memory_core.storage.url import DatabaseURL
 
-__all__ = ["PgDatabase", "PgVector", "available_migrations"]
+__all__ = ["PgDatabase", "PgVector", "available_migrations", "conninfo", "register_vector"]
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -74,7 +74,7 @@ class _VectorTextLoader(Loader):
         return np.array(body.split(b","), dtype=np.float32) if body else np.zeros(0, np.float32)
 
 
-def _register_vector(conn: psycopg.Connection[Any]) -> bool:
+def register_vector(conn: psycopg.Connection[Any]) -> bool:
     info = TypeInfo.fetch(conn, "vector")
     if info is None:
         return False
@@ -181,9 +181,19 @@ class PgDatabase:
         with contextlib.suppress(psycopg.Error):
             conn.close()
 
-    def migrate(self) -> list[str]:
+    def migrate(self, *, create: bool = True) -> list[str]:
+        """Create or migrate the schema; with ``create=False`` a database without a memoir
+        store is an error (``memoir doctor`` must not create one)."""
         conn = self._take()
         try:
+            if not create:
+                found = conn.execute("SELECT to_regclass('schema_migration')").fetchone()
+                if found is None or found[0] is None:
+                    raise SchemaError(
+                        f"there is no memoir store in {self.url.redacted()}",
+                        hint="open it once with any memoir command (e.g. `memoir --db <url> "
+                        "stats`), which creates the tables",
+                    )
             try:
                 applied = _migrate(conn)
             except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as exc:
@@ -224,12 +234,21 @@ class PgDatabase:
         while True:
             conn = self._take()
             try:
-                if conn not in self._typed and _register_vector(conn):
+                if conn not in self._typed and register_vector(conn):
                     self._typed.add(conn)
-                with conn.transaction():
-                    if not write and snapshot:
-                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                # One statement opens the transaction (a read: one snapshot, read-only).
+                conn.execute(
+                    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+                    if not write and snapshot
+                    else "BEGIN"
+                )
+                try:
                     result = fn(conn)
+                except BaseException:
+                    if not conn.closed and not conn.broken:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
                 self._idle.put(conn)
                 return result
             except MemoirError:

@@ -118,8 +118,8 @@ class PgStore:
     async def open(self, *, create: bool = True) -> PgStore:
         import anyio
 
-        del create  # a PostgreSQL database exists before memoir; its tables are created here
-        self._migrations = await anyio.to_thread.run_sync(self.db.migrate)
+        # The database itself exists before memoir (a DBA creates it); its tables are made here.
+        self._migrations = await anyio.to_thread.run_sync(lambda: self.db.migrate(create=create))
         return self
 
     async def close(self) -> None:

