@@ -13,7 +13,6 @@ store restored from a dump dumps to the same bytes. Timestamps are kept as store
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -27,8 +26,15 @@ from memory_core.storage.postgres.items import (
     lexical_add,
     vector_dimension,
 )
-from memory_core.storage.sqlite.dump import VOLATILE_META, decode_embedding
-from memory_core.storage.sqlite.items import from_signed64, simhash_bands, to_signed64
+from memory_core.storage.sqlite.dump import (
+    VOLATILE_META,
+    _dumps,
+    _need,
+    _Refs,
+    decode_embedding,
+    dump_records,
+)
+from memory_core.storage.sqlite.items import simhash_bands, to_signed64
 
 __all__ = ["dump_rows", "restore_rows"]
 
@@ -36,7 +42,7 @@ Record = dict[str, Any]
 
 
 class _Qmark:
-    """The statements above, shared in spirit with ``sqlite/dump.py``, use ``?`` markers and
+    """The statements of ``sqlite/dump.py`` (and those below) use ``?`` markers and
     contain no literal ``%`` or ``?``; this spells them as psycopg's ``%s``."""
 
     def __init__(self, raw: Any) -> None:
@@ -50,256 +56,22 @@ class _Qmark:
             self.raw.cursor().executemany(sql.replace("?", "%s"), rows)
 
 
-def _json(value: str | None) -> Any:
-    return json.loads(value) if value else None
-
-
-def _scope_where(scope_key: str | None, column: str = "scope") -> tuple[str, list[Any]]:
-    return (f"WHERE {column} = %s", [scope_key]) if scope_key is not None else ("", [])
-
-
-def _category_paths(conn: Any, scope_key: str | None) -> dict[int, list[str]]:
-    where, params = _scope_where(scope_key)
-    rows = conn.execute(
-        f"SELECT category_id, parent_id, name FROM category {where} ORDER BY level", params
-    ).fetchall()
-    paths: dict[int, list[str]] = {}
-    for category_id, parent_id, name in rows:
-        paths[int(category_id)] = [*paths.get(int(parent_id or 0), []), str(name)]
-    return paths
+def _page_vectors(conn: Any, ids: list[int]) -> dict[int, bytes]:
+    return {
+        int(i): np.asarray(v, dtype="<f4").tobytes()
+        for i, v in conn.execute(
+            "SELECT item_id, embedding FROM item_vec WHERE item_id = ANY(?)", [ids]
+        )
+    }
 
 
 def dump_rows(raw: Any, scope_key: str | None) -> Iterator[Record]:
     """Every row of the store (of one scope, or all) as records, in a deterministic order."""
-    conn = _Qmark(raw)
-    where, params = _scope_where(scope_key)
-    resource_uid = {
-        int(r[0]): str(r[1])
-        for r in conn.execute(f"SELECT resource_id, uid FROM resource {where}", params)
-    }
-    for r in conn.execute(
-        "SELECT scope, uid, kind, uri, content_hash, mtime, size, tags, source, created_at, "
-        f"updated_at, deleted, metadata FROM resource {where} ORDER BY scope, uid",
-        params,
-    ):
-        yield {
-            "type": "resource", "scope": r[0], "uid": r[1], "kind": r[2], "uri": r[3],
-            "content_hash": r[4], "mtime": r[5], "size": r[6], "tags": _json(r[7]),
-            "source": r[8], "created_at": r[9], "updated_at": r[10], "deleted": bool(r[11]),
-            "metadata": _json(r[12]),
-        }  # fmt: skip
-    paths = _category_paths(conn, scope_key)
-    categories = conn.execute(
-        f"SELECT category_id, scope, level, name, summary, created_at, metadata FROM category {where}",
-        params,
-    ).fetchall()
-    for r in sorted(categories, key=lambda r: (r[1], paths[int(r[0])])):
-        yield {
-            "type": "category", "scope": r[1], "path": paths[int(r[0])], "level": r[2],
-            "name": r[3], "summary": r[4], "created_at": r[5], "metadata": _json(r[6]),
-        }  # fmt: skip
-    entity_key: dict[int, list[str]] = {}
-    for r in conn.execute(
-        "SELECT entity_id, scope, kind, norm_name, name, resource_id, created_at, metadata "
-        f"FROM entity {where} ORDER BY scope, kind, norm_name",
-        params,
-    ):
-        entity_key[int(r[0])] = [str(r[2]), str(r[3])]
-        yield {
-            "type": "entity", "scope": r[1], "kind": r[2], "key": r[3], "name": r[4],
-            "resource": resource_uid.get(int(r[5])) if r[5] is not None else None,
-            "created_at": r[6], "metadata": _json(r[7]),
-        }  # fmt: skip
     has_vectors = vector_dimension(raw) is not None
-    item_uid: dict[int, str] = {}
-    superseded: list[tuple[str, int]] = []
-    last_uid = ""
-    while True:
-        # Pages in uid order; vectors fetched per page (a backup of 1M items stays bounded).
-        page = conn.execute(
-            "SELECT item_id, scope, uid, kind, resource_id, category_id, text, content_hash, "
-            "start_offset, end_offset, start_line, end_line, token_count, simhash, importance, "
-            "pinned, repeat_count, tags, created_at, updated_at, valid_from, valid_to, "
-            "superseded_by, deleted, metadata FROM item "
-            f"{where + ' AND' if where else 'WHERE'} uid > ? ORDER BY uid LIMIT 500",
-            [*params, last_uid],
-        ).fetchall()
-        if not page:
-            break
-        last_uid = str(page[-1][2])
-        vectors: dict[int, bytes] = {}
-        if has_vectors:
-            ids = [int(r[0]) for r in page]
-            vectors = {
-                int(i): np.asarray(v, dtype="<f4").tobytes()
-                for i, v in conn.execute(
-                    "SELECT item_id, embedding FROM item_vec WHERE item_id = ANY(?)", [ids]
-                )
-            }
-        for r in page:
-            item_uid[int(r[0])] = str(r[2])
-            if r[22] is not None:
-                superseded.append((str(r[2]), int(r[22])))
-            blob = vectors.get(int(r[0]))
-            yield {
-                "type": "item", "scope": r[1], "uid": r[2], "kind": r[3],
-                "resource": resource_uid.get(int(r[4])) if r[4] is not None else None,
-                "category": paths.get(int(r[5])) if r[5] is not None else None,
-                "text": r[6], "content_hash": r[7], "start_offset": r[8], "end_offset": r[9],
-                "start_line": r[10], "end_line": r[11], "token_count": r[12],
-                "simhash": from_signed64(r[13]), "importance": r[14], "pinned": bool(r[15]),
-                "repeat_count": r[16], "tags": _json(r[17]), "created_at": r[18],
-                "updated_at": r[19], "valid_from": r[20], "valid_to": r[21],
-                "deleted": bool(r[23]), "metadata": _json(r[24]),
-                "embedding": base64.b64encode(blob).decode("ascii") if blob else None,
-            }  # fmt: skip
-    for uid, target in sorted(superseded):
-        if target in item_uid:
-            yield {"type": "supersede", "uid": uid, "superseded_by": item_uid[target]}
-
-    def endpoint(kind: str, ident: int) -> list[str] | None:
-        if kind == "item":
-            uid = item_uid.get(ident)
-            return None if uid is None else ["item", uid]
-        key = entity_key.get(ident)
-        return None if key is None else ["entity", *key]
-
-    relations = []
-    for r in conn.execute(
-        "SELECT scope, src_kind, src_id, rel_type, dst_kind, dst_id, created_at, metadata "
-        f"FROM relation {where}",
-        params,
-    ):
-        src, dst = endpoint(r[1], int(r[2])), endpoint(r[4], int(r[5]))
-        if src is not None and dst is not None:
-            relations.append(
-                {
-                    "type": "relation",
-                    "scope": r[0],
-                    "src": src,
-                    "rel_type": r[3],
-                    "dst": dst,
-                    "created_at": r[6],
-                    "metadata": _json(r[7]),
-                }
-            )
-    yield from sorted(relations, key=lambda x: (x["scope"], x["src"], x["rel_type"], x["dst"]))
-    observations = []
-    for r in conn.execute(
-        f"SELECT scope, entity_id, text, created_at, observation_id FROM observation {where}",
-        params,
-    ):
-        if int(r[1]) in entity_key:
-            observations.append((r[0], entity_key[int(r[1])], r[3], int(r[4]), r[2]))
-    # Insertion order within an entity is meaningful (observations are read back in it).
-    for scope, key, created_at, _, text in sorted(observations):
-        yield {"type": "observation", "scope": scope, "entity": key, "text": text,
-               "created_at": created_at}  # fmt: skip
-    for r in conn.execute(
-        "SELECT scope, kind, uid, deleted_at, expires_at, payload FROM tombstone "
-        f"{where} ORDER BY scope, kind, uid, deleted_at, tombstone_id",
-        params,
-    ):
-        yield {"type": "tombstone", "scope": r[0], "kind": r[1], "uid": r[2],
-               "deleted_at": r[3], "expires_at": r[4], "payload": _json(r[5])}  # fmt: skip
-    for r in conn.execute(
-        "SELECT scope, kind, subject, payload, created_at FROM event "
-        f"{where} ORDER BY scope, created_at, event_id",
-        params,
-    ):
-        yield {"type": "event", "scope": r[0], "kind": r[1], "subject": r[2],
-               "payload": _json(r[3]), "created_at": r[4]}  # fmt: skip
-    for r in conn.execute(
-        "SELECT scope, kind, started_at, took_ms, payload FROM run "
-        f"{where} ORDER BY scope, started_at, run_id",
-        params,
-    ):
-        yield {"type": "run", "scope": r[0], "kind": r[1], "started_at": r[2],
-               "took_ms": r[3], "payload": _json(r[4])}  # fmt: skip
-    if scope_key is None:
-        for key, value in conn.execute("SELECT key, value FROM meta ORDER BY key"):
-            if not str(key).startswith(VOLATILE_META):
-                yield {"type": "meta", "key": key, "value": value}
+    return dump_records(_Qmark(raw), scope_key, _page_vectors if has_vectors else None)
 
 
 # -- restore -----------------------------------------------------------------------------------
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value if value is not None else {}, ensure_ascii=False, sort_keys=True)
-
-
-def _need(record: Record, *names: str) -> None:
-    missing = [n for n in names if n not in record]
-    if missing:
-        raise InvalidInputError(
-            f"a {record.get('type')!r} record is missing {', '.join(missing)}",
-            hint="import a file written by `memoir export`",
-        )
-
-
-class _Refs:
-    """Natural keys to this store's ids, looked up in the transaction and remembered."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.resources: dict[str, int] = {}
-        self.items: dict[str, int] = {}
-        self.entities: dict[tuple[str, str, str], int] = {}
-        self.categories: dict[tuple[str, tuple[str, ...]], int] = {}
-
-    def resource(self, uid: str | None) -> int | None:
-        if uid is None:
-            return None
-        if uid not in self.resources:
-            row = self.conn.execute(
-                "SELECT resource_id FROM resource WHERE uid = ?", (uid,)
-            ).fetchone()
-            if row is None:
-                raise InvalidInputError(f"the backup names an unknown resource {uid!r}",
-                                        hint="import the whole file, in its order")  # fmt: skip
-            self.resources[uid] = int(row[0])
-        return self.resources[uid]
-
-    def item(self, uid: str) -> int | None:
-        if uid not in self.items:
-            row = self.conn.execute("SELECT item_id FROM item WHERE uid = ?", (uid,)).fetchone()
-            if row is None:
-                return None
-            self.items[uid] = int(row[0])
-        return self.items[uid]
-
-    def entity(self, scope: str, kind: str, key: str) -> int | None:
-        ident = (scope, kind, key)
-        if ident not in self.entities:
-            row = self.conn.execute(
-                "SELECT entity_id FROM entity WHERE scope = ? AND kind = ? AND norm_name = ?", ident
-            ).fetchone()
-            if row is None:
-                return None
-            self.entities[ident] = int(row[0])
-        return self.entities[ident]
-
-    def category(self, scope: str, path: Sequence[str] | None) -> int | None:
-        if not path:
-            return None
-        ident = (scope, tuple(path))
-        if ident not in self.categories:
-            from memory_core.categories import normalise_category_name
-
-            parent: int | None = None
-            for depth in range(len(path)):
-                row = self.conn.execute(
-                    "SELECT category_id FROM category WHERE scope = ? AND coalesce(parent_id, 0) = ? "
-                    "AND norm_name = ?",
-                    (scope, parent or 0, normalise_category_name(path[depth])),
-                ).fetchone()
-                if row is None:
-                    return None
-                parent = int(row[0])
-            assert parent is not None
-            self.categories[ident] = parent
-        return self.categories[ident]
 
 
 def restore_rows(

@@ -58,8 +58,31 @@ def _category_paths(conn: Any, scope_key: str | None) -> dict[int, list[str]]:
     return paths
 
 
+PageVectors = Callable[[Any, list[int]], dict[int, bytes]]
+"""A backend's vectors of some items, as little-endian float32 bytes by item id."""
+
+
+def _page_vectors(conn: Any, ids: list[int]) -> dict[int, bytes]:
+    marks = ",".join("?" * len(ids))
+    return {
+        int(i): bytes(b)
+        for i, b in conn.execute(
+            f"SELECT item_id, embedding FROM {VEC_TABLE} WHERE item_id IN ({marks})", ids
+        )
+    }
+
+
 def dump_rows(conn: Any, scope_key: str | None) -> Iterator[Record]:
     """Every row of the store (of one scope, or all) as records, in a deterministic order."""
+    has_vectors = vector_table_dimension(conn) is not None
+    return dump_records(conn, scope_key, _page_vectors if has_vectors else None)
+
+
+def dump_records(
+    conn: Any, scope_key: str | None, page_vectors: PageVectors | None
+) -> Iterator[Record]:
+    """The records of any backend whose schema is this one's: ``conn`` takes ``?`` markers;
+    ``page_vectors`` reads a page's vectors (None when the store has no vector table)."""
     where, params = _scope_where(scope_key)
     resource_uid = {
         int(r[0]): str(r[1])
@@ -98,7 +121,6 @@ def dump_rows(conn: Any, scope_key: str | None) -> Iterator[Record]:
             "resource": resource_uid.get(int(r[5])) if r[5] is not None else None,
             "created_at": r[6], "metadata": _json(r[7]),
         }  # fmt: skip
-    has_vectors = vector_table_dimension(conn) is not None
     item_uid: dict[int, str] = {}
     superseded: list[tuple[str, int]] = []
     last_uid = ""
@@ -115,16 +137,7 @@ def dump_rows(conn: Any, scope_key: str | None) -> Iterator[Record]:
         if not page:
             break
         last_uid = str(page[-1][2])
-        vectors: dict[int, bytes] = {}
-        if has_vectors:
-            ids = [int(r[0]) for r in page]
-            marks = ",".join("?" * len(ids))
-            vectors = {
-                int(i): bytes(b)
-                for i, b in conn.execute(
-                    f"SELECT item_id, embedding FROM {VEC_TABLE} WHERE item_id IN ({marks})", ids
-                )
-            }
+        vectors = page_vectors(conn, [int(r[0]) for r in page]) if page_vectors else {}
         for r in page:
             item_uid[int(r[0])] = str(r[2])
             if r[22] is not None:
@@ -279,7 +292,7 @@ class _Refs:
             parent: int | None = None
             for depth in range(len(path)):
                 row = self.conn.execute(
-                    "SELECT category_id FROM category WHERE scope = ? AND ifnull(parent_id, 0) = ? "
+                    "SELECT category_id FROM category WHERE scope = ? AND coalesce(parent_id, 0) = ? "
                     "AND norm_name = ?",
                     (scope, parent or 0, normalise_category_name(path[depth])),
                 ).fetchone()
