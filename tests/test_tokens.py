@@ -35,8 +35,16 @@ SAMPLES = [
 
 # Mixed scripts, emoji (incl. ZWJ sequences), combining marks and whitespace runs: the
 # inputs where byte-level BPE splits characters across tokens.
+# Unassigned code points (category Cn in this Python's Unicode database) are left out: the
+# Rust tiktoken and the pure-Python oracle read them with regex engines of different Unicode
+# versions (U+13460, a letter since Unicode 16, splits differently), a disagreement between the
+# two references, not a counting error of ours.
 _PIECES = st.one_of(
-    st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=4),
+    st.text(
+        alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cn")),
+        min_size=1,
+        max_size=4,
+    ),
     st.sampled_from(["🎉", "👩‍👩‍👧‍👦", "世", "界", "é", "e\u0301", " ", "\n", "\t", "'s", "ab"]),
 )
 TEXT = st.lists(_PIECES, max_size=40).map("".join)
