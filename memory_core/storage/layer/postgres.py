@@ -167,7 +167,14 @@ class PostgresLayerStore:
 
     backend = "postgres"
 
-    def __init__(self, url: str | DatabaseURL, *, vectors: bool = True, pool_size: int = 4) -> None:
+    def __init__(
+        self,
+        url: str | DatabaseURL,
+        *,
+        vectors: bool = True,
+        pool_size: int = 4,
+        exact_below: int = EXACT_BELOW,
+    ) -> None:
         parsed = parse_database_url(url) if isinstance(url, str) else url
         if parsed.backend != "postgresql":
             raise ConfigError(
@@ -179,6 +186,7 @@ class PostgresLayerStore:
         self._db = PgDatabase(parsed, pool_size=pool_size)
         self._fields: tuple[str, ...] = ()
         self._dimension: int | None = None
+        self.exact_below = exact_below  # scope ranges with fewer vectors are scored exactly
 
     @property
     def location(self) -> str:
@@ -477,9 +485,10 @@ class PostgresLayerStore:
 
         def search(conn: Conn) -> list[Any]:
             row = conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 {source} LIMIT {EXACT_BELOW}) AS m", params
+                f"SELECT count(*) FROM (SELECT 1 {source} LIMIT {int(self.exact_below)}) AS m",
+                params,
             ).fetchone()
-            exact = row is not None and int(row[0]) < EXACT_BELOW
+            exact = row is not None and int(row[0]) < self.exact_below
             if not exact:
                 conn.execute(
                     "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; "
