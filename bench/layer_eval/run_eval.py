@@ -24,7 +24,8 @@ requests are the queries. Measured in one run:
    vector arm alone over the same stored items. A returned item is relevant when its
    conversation has the query's intent; hit@k is the share of queries with a relevant item in
    the top k, P@10 the share of relevant items among the first 10. Also reported: where
-   retrieve stopped (intention / category / item layer).
+   retrieve stopped (intention / category / item layer), and retrieve with both sufficiency
+   checks disabled (always descending to the items) to separate the stops from the ranking.
 """
 
 from __future__ import annotations
@@ -348,8 +349,19 @@ def _measure(
                 service, embed, query.instruction, k=10, vector_only=arm == "vector"
             )
             relevant[arm].append([conv_of[i].intent == query.intent for i in ids])
+    # the same pipeline with both sufficiency checks disabled: always down to the items
+    service.disable("sufficiency_intention")
+    service.disable("sufficiency_category")
+    relevant["descend"] = [
+        [
+            conv_of[i["item_id"]].intent == query.intent
+            for i in service.retrieve(selector, query.instruction, keep=10).items
+        ]
+        for query in queries
+    ]
     retrieval = {
         "retrieve (intention > category > item)": ranking_metrics(relevant["retrieve"]),
+        "retrieve, sufficiency disabled": ranking_metrics(relevant["descend"]),
         "hybrid vector+lexical RRF (baseline)": ranking_metrics(relevant["hybrid"]),
         "vector only (baseline)": ranking_metrics(relevant["vector"]),
     }
