@@ -33,7 +33,7 @@ __all__ = [
     "preprocess_file",
 ]
 
-OCR_HINT = "pip install 'memoir[ocr]' (rapidocr-onnxruntime) for local OCR"
+OCR_HINT = "pip install 'memoir-mcp[ocr]' (rapidocr-onnxruntime) for local OCR"
 CAPTION_HINT = (
     "or configure a vision model for the preprocess role "
     "(role_profiles={'preprocess': '<profile>'}) to caption images"
