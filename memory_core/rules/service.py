@@ -26,6 +26,7 @@ from memory_core.errors import (
 )
 from memory_core.input_limits import check_path_lengths
 from memory_core.models import utc_now
+from memory_core.rules import persistence
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
@@ -67,7 +68,7 @@ from memory_core.rules.scoring import (
 )
 from memory_core.rules.topics import expand_topics, stem
 from memory_core.scope import find_project_root
-from memory_core.storage.sqlite import rules as rules_sql
+from memory_core.storage.ports import Tx
 from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
@@ -134,7 +135,7 @@ class RulesService:
     def _runs(self) -> RunRecorder:
         # Made on first use: constructing the service must not touch the store.
         if self._run_recorder is None:
-            self._run_recorder = RunRecorder(self._ctx.store.db)
+            self._run_recorder = RunRecorder(self._ctx.store)
         return self._run_recorder
 
     @property
@@ -259,8 +260,8 @@ class RulesService:
     # -- index -------------------------------------------------------------------------------
 
     async def _index(self, scope: str) -> DirectiveIndex:
-        db = self._ctx.store.db
-        version = await db.read(rules_sql.graph_version, scope)
+        store = self._ctx.store
+        version = await store.read(lambda tx: persistence.graph_version(tx, scope))
         cached = self._indexes.get(scope)
         if cached is not None and cached.version == version:
             return cached
@@ -272,22 +273,22 @@ class RulesService:
 
             max_vectors = self._settings.memory_vectors_max
 
-            def load(conn: Any) -> tuple[int, Any, Any, Any, Any]:
-                rows = rules_sql.load_directive_rows(conn, scope)
+            def load(tx: Tx) -> tuple[int, Any, Any, Any, Any]:
+                rows = persistence.load_directive_rows(tx, scope)
                 vectors = (
-                    rules_sql.load_directive_vectors(conn, scope)
+                    persistence.load_directive_vectors(tx, scope)
                     if len(rows) <= max_vectors
                     else None
                 )
                 return (
-                    rules_sql.graph_version(conn, scope),
+                    persistence.graph_version(tx, scope),
                     rows,
-                    rules_sql.load_rules(conn, scope),
-                    rules_sql.learned_terms(conn, scope),
+                    persistence.load_rules(tx, scope),
+                    persistence.learned_terms(tx, scope),
                     vectors,
                 )
 
-            current, rows, rules, (topics, techs), vectors = await db.read(load)
+            current, rows, rules, (topics, techs), vectors = await store.read(load)
 
             def build() -> DirectiveIndex:
                 index = build_index(current, rows, rules)
@@ -414,7 +415,7 @@ class RulesService:
         )
 
         arms = await search_arms(
-            self._ctx.store.db,
+            self._ctx.store,
             index,
             text,
             scope,
@@ -688,7 +689,9 @@ class RulesService:
                 if index.rules
                 else "ingest rules with `memoir rules upsert <path>`",
             )
-        rows = await self._ctx.store.db.read(rules_sql.rule_directive_rows, scope, key)
+        rows = await self._ctx.store.read(
+            lambda tx: persistence.rule_directive_rows(tx, scope, key)
+        )
         rule = index.rules[key]
         return RuleDetail(
             summary=self._summary(index, key),
@@ -725,15 +728,15 @@ class RulesService:
         self._require_sqlite()
         value = rule_id_or_path.strip()
 
-        def remove(conn: Any) -> tuple[list[str], int, int]:
-            rules, docs, directives = rules_sql.delete_rule_sources(conn, scope, None, value)
+        def remove(tx: Tx) -> tuple[list[str], int, int]:
+            rules, docs, directives = persistence.delete_rule_sources(tx, scope, None, value)
             if not docs:
-                rules, docs, directives = rules_sql.delete_rule_sources(
-                    conn, scope, rule_key(value), None
+                rules, docs, directives = persistence.delete_rule_sources(
+                    tx, scope, rule_key(value), None
                 )
             return rules, docs, directives
 
-        rules, docs, directives = await self._ctx.store.db.write(remove)
+        rules, docs, directives = await self._ctx.store.write(remove)
         if docs:
             await self._refresh_after_write(scope, None)
         if not docs:

@@ -105,7 +105,7 @@ async def test_reingesting_an_unchanged_file_changes_nothing(
         "SELECT (SELECT group_concat(item_id || uid || updated_at) FROM item), "
         "(SELECT count(*) FROM relation), (SELECT count(*) FROM entity), "
         "(SELECT group_concat(updated_at) FROM resource), "
-        "(SELECT value FROM meta WHERE key = 'rules_graph_version:s')"
+        "(SELECT value FROM meta WHERE key = 'graph_version:s')"
     )
     before = await _rows(memoir, snapshot_sql)
 
