@@ -93,6 +93,9 @@ def _met_condition(breakdown: ScoreBreakdown, conditions: Sequence[str]) -> str 
     return conditions[0] if conditions else None
 
 
+_RULE_PORTS = frozenset(("items", "lexical", "vectors", "resources", "graph", "log"))
+
+
 def _log() -> Any:
     # A fresh lazy proxy per call: a module-level one is frozen by cache_logger_on_first_use,
     # and entry points (or tests capturing logs) may configure structlog after import.
@@ -117,18 +120,19 @@ class RulesService:
         self._detections = DetectionCache(ttl_s=self._settings.detection_cache_ttl_s)
         self._run_recorder: RunRecorder | None = None
 
-    def _require_sqlite(self) -> None:
-        """Rules are stored through SQLite's own tables (``storage/sqlite/rules.py``) until
-        they move onto the storage ports; any other backend says so instead of failing late."""
+    def _require_ports(self) -> None:
+        """Rules need the item, lexical, vector, resource, graph and log ports; a backend
+        without them (MySQL holds only the category hierarchy) says so instead of failing late."""
         store = self._ctx.store
-        if store.backend != "sqlite":
+        missing = sorted(_RULE_PORTS - set(store.capabilities))
+        if missing:
             raise ConfigError(
-                f"rules (upsert, query, detect, list, show, remove) need a SQLite store for now; "
-                f"{store.url.redacted()} is a {store.backend} store",
-                hint="keep rules in a SQLite store: pass --db sqlite:///path/to/memoir.db to "
-                "`memoir rules …` (documents, the category hierarchy and memories work on "
-                f"{store.backend})",
-                details={"backend": store.backend, "unsupported": "rules"},
+                f"rules (upsert, query, detect, list, show, remove) need a store with the "
+                f"{', '.join(missing)} ports; {store.url.redacted()} is a {store.backend} store "
+                "without them",
+                hint="keep rules in a SQLite or PostgreSQL store: pass --db "
+                "sqlite:///path/to/memoir.db (or postgresql://…) to `memoir rules …`",
+                details={"backend": store.backend, "unsupported": "rules", "missing": missing},
             )
 
     @property
@@ -194,7 +198,7 @@ class RulesService:
             InvalidInputError: no path was given.
             LimitExceededError: a path longer than ``limits.path_chars``.
         """
-        self._require_sqlite()
+        self._require_ports()
         if not paths:
             raise InvalidInputError(
                 "no rule document paths given", hint="pass one or more files or folders"
@@ -235,7 +239,7 @@ class RulesService:
             InvalidInputError: empty text or an invalid path.
             PathNotAllowedError: an absolute path or one with ``..``.
         """
-        self._require_sqlite()
+        self._require_ports()
         from rules_parser import parse
 
         started = time.perf_counter()
@@ -333,7 +337,7 @@ class RulesService:
         Raises:
             InvalidInputError: the task is empty or too long.
         """
-        self._require_sqlite()
+        self._require_ports()
         started = time.perf_counter()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
         index = await self._index(scope)
@@ -381,7 +385,7 @@ class RulesService:
             InvalidInputError: empty task, or a non-positive budget / max_items.
             EmptyKnowledgeGraphError: no rules in this scope yet (Requirement 11.1).
         """
-        self._require_sqlite()
+        self._require_ports()
         started = time.perf_counter()
         started_at = utc_now()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
@@ -608,7 +612,7 @@ class RulesService:
         Raises:
             InvalidInputError: ``limit`` is below 1.
         """
-        self._require_sqlite()
+        self._require_ports()
         if limit < 1:
             raise InvalidInputError(
                 f"limit must be at least 1 (got {limit})", hint="pass --limit 1 or more"
@@ -655,7 +659,7 @@ class RulesService:
 
     async def list_rules(self, *, scope: str) -> list[RuleSummary]:
         """Every rule of the scope with its sources and directive count."""
-        self._require_sqlite()
+        self._require_ports()
         index = await self._index(scope)
         return [self._summary(index, rule_id) for rule_id in sorted(index.rules)]
 
@@ -679,7 +683,7 @@ class RulesService:
         Raises:
             NotFoundError: no such rule in the scope (the hint lists some that exist).
         """
-        self._require_sqlite()
+        self._require_ports()
         index = await self._index(scope)
         key = rule_id if rule_id in index.rules else rule_key(rule_id)
         if key not in index.rules:
@@ -725,7 +729,7 @@ class RulesService:
         Raises:
             NotFoundError: neither a rule id nor a stored document path.
         """
-        self._require_sqlite()
+        self._require_ports()
         value = rule_id_or_path.strip()
 
         def remove(tx: Tx) -> tuple[list[str], int, int]:
