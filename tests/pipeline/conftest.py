@@ -8,8 +8,7 @@ pydantic-ai fakes only (real model requests are forbidden).
 
 from __future__ import annotations
 
-import itertools
-import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,6 @@ LAYER_BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
-_schemas = itertools.count()
 
 
 @pytest.fixture(params=LAYER_BACKENDS)
@@ -55,7 +53,9 @@ def fresh_pg_schema(admin_url: str) -> str:
     stay reachable through ``public``): much cheaper than a database per test."""
     import psycopg
 
-    name = f"layer_t{os.getpid()}_{next(_schemas)}"
+    # A random name: this module is imported twice (as conftest and by test_cli), so a
+    # module counter alone would repeat.
+    name = f"layer_t{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {name}")
     sep = "&" if "?" in admin_url else "?"
