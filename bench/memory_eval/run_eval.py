@@ -192,9 +192,11 @@ async def main() -> None:
         print("| --- | --- | --- | --- |")
         for name, acc, ctx, tok in await run_baselines(memoir, history):
             print(f"| {name} | {acc:.2f} | {ctx:.2f} | {tok:.0f} |")
-        acc, ctx, tok = await run_memoir(_service(memoir, relevance_gate=0.0), memoir)
+        acc, ctx, tok = await run_memoir(
+            _service(memoir, relevance_gate=0.0, mmr_lambda=0.7), memoir
+        )
         print(
-            f"| memoir recall (spec's plain sum, no relevance gate) | {acc:.2f} | {ctx:.2f} | {tok:.0f} |"
+            f"| memoir recall (spec's plain sum, no gate, lambda 0.7: the old defaults) | {acc:.2f} | {ctx:.2f} | {tok:.0f} |"
         )
         acc, ctx, tok = await run_memoir(_service(memoir), memoir)
         gate = memoir.settings.memories.relevance_gate
