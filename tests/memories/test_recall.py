@@ -91,6 +91,7 @@ async def test_hybrid_recall_uses_both_arms_fused_by_rrf(memoir: Memoir) -> None
     assert found.explain is not None
     assert found.explain["lexical"] and found.explain["semantic"]
     assert found.explain["parameters"]["rrf_k"] == 60
+    assert found.explain["parameters"]["relevance_gate"] == 0.8
 
 
 async def test_recency_decays_with_tau_of_seven_days(memoir: Memoir) -> None:
