@@ -234,7 +234,14 @@ class MemorySettings(_Section):
         description="Scale relevance, recency and importance to [0, 1] over the candidates "
         "before weighting (as Generative Agents do); 'none' weights the raw values.",
     )
-    mmr_lambda: float = Field(0.7, ge=0, le=1, description="1: relevance only, 0: diversity.")
+    relevance_gate: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="Recency and importance count only for candidates whose relevance is at "
+        "least this share of the best candidate's (0: the spec's plain sum).",
+    )
+    mmr_lambda: float = Field(0.85, ge=0, le=1, description="1: relevance only, 0: diversity.")
     top_n: int = Field(12, ge=1, le=50, description="Entries a recall returns (spec: 8-16).")
     candidates: int = Field(50, ge=1, le=1000, description="Candidates per retrieval arm.")
     budget_tokens: int = Field(600, ge=1, description="Token budget of a recall's context.")

@@ -16,7 +16,8 @@ Contexts compared in the same run:
 - ``full history``: every remembered turn, oldest first (no ranking, no supersession);
 - ``last 8 turns``: the most recent eight;
 - ``BM25 top-N``: the lexical arm alone, top 12;
-- ``memoir recall``: hybrid + RRF + tri-score + MMR within a 600-token budget.
+- ``memoir recall``: hybrid + RRF + tri-score + MMR within a 600-token budget, with the
+  defaults and with the spec's plain sum (no relevance gate).
 
 Also reported: the context contains the answer without a contradicting stale value, and the
 mean context size in tokens (accuracy and brevity, as the spec asks). The sweeps vary one
@@ -166,6 +167,7 @@ SWEEPS: dict[str, list[Any]] = {
     "tau_days": [1.0, 3.0, 7.0, 14.0, 30.0],
     "rrf_k": [10, 30, 60, 100],
     "top_n": [4, 8, 12, 16],
+    "relevance_gate": [0.0, 0.3, 0.5, 0.7, 0.8, 0.9],
 }
 
 
@@ -190,8 +192,17 @@ async def main() -> None:
         print("| --- | --- | --- | --- |")
         for name, acc, ctx, tok in await run_baselines(memoir, history):
             print(f"| {name} | {acc:.2f} | {ctx:.2f} | {tok:.0f} |")
+        acc, ctx, tok = await run_memoir(
+            _service(memoir, relevance_gate=0.0, mmr_lambda=0.7), memoir
+        )
+        print(
+            f"| memoir recall (spec's plain sum, no gate, lambda 0.7: the old defaults) | {acc:.2f} | {ctx:.2f} | {tok:.0f} |"
+        )
         acc, ctx, tok = await run_memoir(_service(memoir), memoir)
-        print(f"| memoir recall (defaults) | {acc:.2f} | {ctx:.2f} | {tok:.0f} |")
+        gate = memoir.settings.memories.relevance_gate
+        print(
+            f"| memoir recall (defaults, relevance gate {gate}) | {acc:.2f} | {ctx:.2f} | {tok:.0f} |"
+        )
         if not args.no_sweeps:
             print("\n| parameter | value | answer accuracy | in context | mean tokens |")
             print("| --- | --- | --- | --- | --- |")

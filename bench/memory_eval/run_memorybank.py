@@ -48,9 +48,24 @@ DATA = Path(__file__).parent / "memorybank"
 KS = (5, 10)
 # (label, memories settings) of the recall variants.
 VARIANTS: list[tuple[str, dict[str, float]]] = [
-    ("memoir recall, defaults (a=b=g=1, lambda 0.7)", {}),
-    ("memoir recall, a=3 b=1 g=1", {"alpha": 3.0}),
-    ("memoir recall, a=1 b=0.25 g=0.25", {"beta": 0.25, "gamma": 0.25}),
+    (
+        "memoir recall, spec sum (a=b=g=1, no gate, lambda 0.7)",
+        {"relevance_gate": 0.0, "mmr_lambda": 0.7},
+    ),
+    (
+        "memoir recall, a=1 b=0.25 g=0.25, no gate, lambda 0.7",
+        {"relevance_gate": 0.0, "beta": 0.25, "gamma": 0.25, "mmr_lambda": 0.7},
+    ),
+    ("no gate, lambda 0.85", {"relevance_gate": 0.0, "mmr_lambda": 0.85}),
+    ("gate 0.7, lambda 0.7", {"relevance_gate": 0.7, "mmr_lambda": 0.7}),
+    ("gate 0.3, lambda 0.85", {"relevance_gate": 0.3, "mmr_lambda": 0.85}),
+    ("gate 0.5, lambda 0.85", {"relevance_gate": 0.5, "mmr_lambda": 0.85}),
+    ("gate 0.7, lambda 0.85", {"relevance_gate": 0.7, "mmr_lambda": 0.85}),
+    ("gate 0.8, lambda 0.85", {"relevance_gate": 0.8, "mmr_lambda": 0.85}),
+    ("gate 0.5, lambda 1", {"relevance_gate": 0.5, "mmr_lambda": 1.0}),
+    ("gate 0.7, lambda 1", {"relevance_gate": 0.7, "mmr_lambda": 1.0}),
+    ("gate 0.9, lambda 1", {"relevance_gate": 0.9, "mmr_lambda": 1.0}),
+    ("memoir recall, defaults (a=b=g=1, gate 0.8, lambda 0.85)", {}),
     (
         "memoir recall, relevance only (b=g=0, lambda 1)",
         {"beta": 0.0, "gamma": 0.0, "mmr_lambda": 1.0},

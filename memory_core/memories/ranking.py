@@ -26,12 +26,12 @@ __all__ = [
     "Candidate",
     "TriScore",
     "age_seconds",
-    "minmax_normalise",
     "mmr",
     "parse_time",
     "recency",
     "tag_overlap",
     "tri_score",
+    "weigh",
 ]
 
 DAY_S = 86_400.0
@@ -76,28 +76,55 @@ def tri_score(
     return TriScore(rel, rec, importance, alpha * rel + beta * rec + gamma * importance)
 
 
-def minmax_normalise(
-    scores: list[TriScore], *, alpha: float, beta: float, gamma: float
+def _scaled(values: list[float]) -> list[float]:
+    low, high = min(values), max(values)
+    return [0.0 if high == low else (v - low) / (high - low) for v in values]
+
+
+def weigh(
+    scores: list[TriScore],
+    *,
+    alpha: float,
+    beta: float,
+    gamma: float,
+    normalise: bool = True,
+    relevance_gate: float = 0.0,
 ) -> list[TriScore]:
-    """The candidates' components scaled to [0, 1] by min-max over the candidate set, and the
-    weighted total recomputed on the scaled values (Park et al., *Generative Agents*, §4.1:
-    "we normalize the recency, relevance, and importance scores to the range of [0, 1] using
-    min-max scaling"). A component equal across all candidates scales to 0 (it cannot order
-    them). The reported components stay raw; only the total, which orders, is rescaled."""
+    """The candidates' totals: ``alpha * relevance + lift * (beta * recency + gamma *
+    importance)``.
+
+    With ``normalise`` each component is first scaled to [0, 1] by min-max over the candidate
+    set (Park et al., *Generative Agents*, §4.1: "we normalize the recency, relevance, and
+    importance scores to the range of [0, 1] using min-max scaling"); a component equal across
+    all candidates scales to 0 (it cannot order them).
+
+    ``lift`` is the relevance gate: 1 for a candidate whose raw relevance is at least
+    ``relevance_gate`` times the best raw relevance of the set, else 0. Recency and importance
+    then order the entries that answer the query, and never lift an entry that does not above
+    one that does (with the spec's plain sum, an entry of relevance 0 and importance 1 beat one
+    of relevance 0.7 and importance 0.3). ``relevance_gate = 0`` is the spec's plain sum.
+    The reported components stay raw; only the total, which orders, changes.
+    """
     if not scores:
         return []
-
-    def scaled(values: list[float]) -> list[float]:
-        low, high = min(values), max(values)
-        return [0.0 if high == low else (v - low) / (high - low) for v in values]
-
-    rel = scaled([s.relevance for s in scores])
-    rec = scaled([s.recency for s in scores])
-    imp = scaled([s.importance for s in scores])
-    return [
-        TriScore(s.relevance, s.recency, s.importance, alpha * a + beta * b + gamma * c)
-        for s, a, b, c in zip(scores, rel, rec, imp, strict=True)
-    ]
+    if normalise:
+        rel = _scaled([s.relevance for s in scores])
+        rec = _scaled([s.recency for s in scores])
+        imp = _scaled([s.importance for s in scores])
+    else:
+        rel = [s.relevance for s in scores]
+        rec = [s.recency for s in scores]
+        imp = [s.importance for s in scores]
+    floor = relevance_gate * max(s.relevance for s in scores)
+    out: list[TriScore] = []
+    for s, a, b, c in zip(scores, rel, rec, imp, strict=True):
+        lift = 1.0 if relevance_gate <= 0 or (s.relevance >= floor and s.relevance > 0) else 0.0
+        out.append(
+            TriScore(
+                s.relevance, s.recency, s.importance, alpha * a + lift * (beta * b + gamma * c)
+            )
+        )
+    return out
 
 
 @dataclass

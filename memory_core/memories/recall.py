@@ -28,7 +28,7 @@ import numpy as np
 from memory_core.errors import EmbeddingError, StorageError
 from memory_core.kinds import MEMORY
 from memory_core.memories.anchors import AnchorCheck, check_anchor
-from memory_core.memories.ranking import Candidate, minmax_normalise, mmr, tri_score
+from memory_core.memories.ranking import Candidate, mmr, tri_score, weigh
 from memory_core.memories.records import Memory, memory_of, scores_payload, trim_key
 from memory_core.memories.responses import RecallHit, Scores
 from memory_core.memories.views import anchor_view
@@ -192,15 +192,16 @@ async def rank(ctx: CoreContext, plan: RecallPlan, settings: MemorySettings) -> 
             gamma=settings.gamma,
         )
         candidates.append(Candidate(item_id, scores, frozenset(memory.tags), vector, memory))
-    if settings.score_normalisation == "minmax":
-        scaled = minmax_normalise(
-            [c.scores for c in candidates],
-            alpha=settings.alpha,
-            beta=settings.beta,
-            gamma=settings.gamma,
-        )
-        for candidate, score in zip(candidates, scaled, strict=True):
-            candidate.scores = score
+    weighed = weigh(
+        [c.scores for c in candidates],
+        alpha=settings.alpha,
+        beta=settings.beta,
+        gamma=settings.gamma,
+        normalise=settings.score_normalisation == "minmax",
+        relevance_gate=settings.relevance_gate,
+    )
+    for candidate, score in zip(candidates, weighed, strict=True):
+        candidate.scores = score
     picked = mmr(
         candidates,
         k=plan.k,

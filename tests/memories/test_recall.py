@@ -5,6 +5,7 @@ score persistence and a reproducible ``now``."""
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from memory_testkit import SPACE
 
 from memory_core.errors import DatabaseUnavailableError
+from memory_core.memories.ranking import TriScore, weigh
 from memory_core.memories.service import MemoryService
 from memory_core.service import Memoir
 
@@ -89,6 +91,7 @@ async def test_hybrid_recall_uses_both_arms_fused_by_rrf(memoir: Memoir) -> None
     assert found.explain is not None
     assert found.explain["lexical"] and found.explain["semantic"]
     assert found.explain["parameters"]["rrf_k"] == 60
+    assert found.explain["parameters"]["relevance_gate"] == 0.8
 
 
 async def test_recency_decays_with_tau_of_seven_days(memoir: Memoir) -> None:
@@ -100,14 +103,15 @@ async def test_recency_decays_with_tau_of_seven_days(memoir: Memoir) -> None:
 
 
 async def test_the_weights_decide_between_recent_and_important(memoir: Memoir) -> None:
+    # Both about equally relevant (within the relevance gate): the weights decide.
     old = await memoir.memories.remember(
-        "Remember: the deploy key lives in the vault",
+        "Remember: deploy key in vault",
         space=SPACE,
         created_at=_days_ago(60),
         now=NOW,
     )
     new = await memoir.memories.remember(
-        "the deploy key was rotated", space=SPACE, created_at=_days_ago(0), now=NOW
+        "deploy key rotated yesterday", space=SPACE, created_at=_days_ago(0), now=NOW
     )
     assert old.memory is not None and new.memory is not None
     by_recency = await _service(memoir, beta=3.0, gamma=0.0).recall(
@@ -219,3 +223,57 @@ async def test_an_empty_query_is_refused(memoir: Memoir, tmp_path: Path) -> None
 
     with pytest.raises(InvalidInputError, match="empty"):
         await memoir.memories.recall("  ", space=SPACE)
+
+
+def test_the_relevance_gate_keeps_an_irrelevant_entry_below_a_relevant_one() -> None:
+    """The regression the MemoryBank evaluation found: with the spec's plain sum, an entry of
+    relevance 0.00 (important, recent) ranked above one of relevance 0.70 (old, ordinary)."""
+    irrelevant = TriScore(relevance=0.0, recency=1.0, importance=1.0, total=0.0)
+    relevant = TriScore(relevance=0.7, recency=0.01, importance=0.3, total=0.0)
+    middling = TriScore(relevance=0.4, recency=0.5, importance=0.5, total=0.0)
+    plain = weigh([irrelevant, relevant, middling], alpha=1, beta=1, gamma=1)
+    assert plain[0].total > plain[1].total  # what the gate is for
+    gated = weigh([irrelevant, relevant, middling], alpha=1, beta=1, gamma=1, relevance_gate=0.5)
+    assert gated[1].total > gated[0].total
+    assert gated[2].total > gated[0].total  # relevant enough: recency and importance count
+
+
+def test_below_the_gate_no_weight_of_recency_or_importance_lifts_an_entry() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        scores = [
+            TriScore(rng.random(), rng.random(), rng.random(), 0.0)
+            for _ in range(rng.randint(2, 9))
+        ]
+        gate = rng.choice((0.3, 0.5, 0.8))
+        weights = {
+            "alpha": rng.uniform(0.1, 3),
+            "beta": rng.uniform(0, 5),
+            "gamma": rng.uniform(0, 5),
+        }
+        for normalise in (True, False):
+            out = weigh(scores, normalise=normalise, relevance_gate=gate, **weights)
+            floor = gate * max(s.relevance for s in scores)
+            passed = [s.total for s in out if s.relevance >= floor]
+            failed = [s.total for s in out if s.relevance < floor]
+            if passed and failed:
+                assert min(passed) > max(failed) or math.isclose(min(passed), max(failed))
+
+
+async def test_an_important_recent_entry_off_the_topic_does_not_outrank_the_answer(
+    memoir: Memoir,
+) -> None:
+    answer = await memoir.memories.remember(
+        "The nightly invoice export runs at 2am UTC", space=SPACE, created_at=_days_ago(40), now=NOW
+    )
+    noise = await memoir.memories.remember(
+        "Remember: always greet Dana warmly on Mondays", space=SPACE, pin=True, now=NOW
+    )
+    assert answer.memory is not None and noise.memory is not None
+    found = await memoir.memories.recall("when does the invoice export run", space=SPACE, now=NOW)
+    ranked = [r.id for r in found.results]
+    assert ranked[0] == answer.memory.id
+    spec_sum = await _service(memoir, relevance_gate=0.0).recall(
+        "when does the invoice export run", space=SPACE, now=NOW
+    )
+    assert spec_sum.results[0].id == noise.memory.id  # the plain sum lets importance win

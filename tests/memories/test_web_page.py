@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import numpy as np
 import pytest
@@ -51,15 +52,44 @@ _WAIT_S = 30
 WIDTH, HEIGHT = 1280, 1000
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RunningServer, str]]:
+    """The server over a SQLite file, then over PostgreSQL + pgvector; and its database URL."""
     root = tmp_path_factory.mktemp("web")
     project = git_project(root / "app")
-    running = start_http_server(root, "http", workspaces=(project,))
+    db_url = f"sqlite:///{root / 'memoir.db'}"
+    if request.param == "postgres":
+        from store_testkit import fresh_pg_database, start_pgserver  # tests/storage
+
+        db_url = fresh_pg_database(start_pgserver())
+    running = start_http_server(root, "http", workspaces=(project,), db_url=db_url)
     try:
-        yield running
+        yield running, db_url
     finally:
         assert stop_http_server(running) == 0, "".join(running.stderr)
+
+
+async def _queue_for_embedding(db_url: str, texts: list[str]) -> None:
+    """Entries saved with their embedding left to the backfill (the server embeds on write),
+    through the Python surface on the server's own database: the backlog the dashboard plots."""
+    from memory_core.config import load_settings
+    from memory_core.embed import create_embedder
+    from memory_core.service import Memoir
+
+    memoir = await Memoir.open(
+        db_url,
+        settings=load_settings({}, cwd=Path("/"), environ={}),
+        embedder=create_embedder("hash:384"),
+    )
+    try:
+        for text in texts:
+            await memoir.memories.remember(text, space=SPACE, embed_now=False)
+    finally:
+        await memoir.close()
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +176,10 @@ def colour_pixels(image: np.ndarray, hex_colour: str, tolerance: int = 12) -> in
     return int((diff <= tolerance).sum())
 
 
-def test_the_memory_page_end_to_end(server: RunningServer, browser: Any, tmp_path: Path) -> None:
+def test_the_memory_page_end_to_end(
+    served: tuple[RunningServer, str], browser: Any, tmp_path: Path
+) -> None:
+    server, db_url = served
     page = Page(browser)
     browser.get(f"{server.base}/memory?space={SPACE}")
     page.wait(lambda d: "loaded" in d.find_element("id", "status").text)
@@ -247,12 +280,20 @@ def test_the_memory_page_end_to_end(server: RunningServer, browser: Any, tmp_pat
     settings = httpx.get(f"{server.base}/v1/memory/settings", params={"space": SPACE}).json()
     assert settings["memory_enabled"] is True
 
-    # A recall that finds something, for the hit-rate plot, then reload the dashboard.
+    # Three entries waiting for the backfill, then a recall that finds something (the
+    # hit-rate plot), then reload the dashboard.
+    anyio.run(
+        _queue_for_embedding,
+        db_url,
+        ["Staging runs on Fridays", "The linter is ruff", "Docs deploy from main"],
+    )
     page.type("search-q", "team meeting")
     page.click("search-btn")
     page.click("search-clear")
     assert page.by_id("kpi-dedupe").text == "1"
-    assert page.by_id("kpi-entries").text == "2"  # two meetings (one superseded); pnpm forgotten
+    # two meetings (one superseded; pnpm forgotten) and the three queued entries
+    assert page.by_id("kpi-entries").text == "5"
+    assert page.by_id("kpi-backlog").text == "3"
     assert page.css("#chart-dedupe rect.bar-merge")
     assert page.css("#chart-actions rect.bar-pin") and page.css("#chart-actions rect.bar-forget")
     assert page.css("#chart-actions rect.bar-incognito") and page.css(
@@ -260,6 +301,11 @@ def test_the_memory_page_end_to_end(server: RunningServer, browser: Any, tmp_pat
     )
     assert page.css("#chart-hits circle.point")
     assert page.css("#chart-backlog rect.bar-backlog")
+    # The backlog over time: one bar, today's (end-of-day counts come from the recorded queue
+    # and embed times; earlier days are covered in test_backfill.py), under the alert level.
+    assert len(page.css("#chart-backlog rect.bar-backlog-day")) == 1
+    caption = page.css("#chart-backlog text.backlog-caption")[0].text
+    assert "peak 3, alert at 100" in caption and "embedded" in caption
 
     # Screenshots: the whole page, then each chart.
     browser.execute_script("window.scrollTo(0, 0)")
@@ -278,7 +324,7 @@ def test_the_memory_page_end_to_end(server: RunningServer, browser: Any, tmp_pat
         "chart-dedupe": "#2f6fde",  # dedupe saves
         "chart-actions": "#d69e2e",  # pins
         "chart-hits": "#23885a",  # hit-rate points
-        "chart-backlog": "#23885a",  # embedded per day
+        "chart-backlog": "#3c8dbc",  # entries waiting at the end of each day
     }
     for chart, colour in expected.items():
         element = page.by_id(chart)
