@@ -294,7 +294,7 @@ def split_sentences(text: str, first_line: int) -> list[tuple[str, int, int]]:
             cuts.append(match.end())
     cuts.append(len(text))
     out = []
-    for start, end in zip(cuts, cuts[1:], strict=False):
+    for start, end in itertools.pairwise(cuts):
         piece = text[start:end]
         if not piece.strip():
             continue
@@ -345,7 +345,7 @@ def is_rule_heading(title: str) -> bool:
 
 
 def _short_label(text: str) -> bool:
-    """"Incorrect (why it is slow):" is a label; a sentence that ends in a colon is not."""
+    """ "Incorrect (why it is slow):" is a label; a sentence that ends in a colon is not."""
     return ". " not in text and len(text.split()) <= 8
 
 
@@ -532,7 +532,9 @@ class _Collector:
         if len(rows) < 3:
             return
         header, body = rows[0], rows[2:]
-        counts = [sum(1 for r in body if c < len(r) and reads_as_rule(r[c])) for c in range(len(header))]
+        counts = [
+            sum(1 for r in body if c < len(r) and reads_as_rule(r[c])) for c in range(len(header))
+        ]
         best = max(range(len(counts)), key=lambda c: (counts[c], -c)) if counts else 0
         if not counts or counts[best] * 2 < len(body):
             return  # an inventory or a reference table: context
@@ -557,9 +559,9 @@ class _Collector:
         nested = [b for b in rest if isinstance(b, ListBlock)]
         if statement.endswith(":") and nested:
             label = statement.rstrip(":").strip("*_ ").strip()
-            if (
-                heading_polarity(label) is None or not is_label_heading(label)
-            ) and reads_as_rule(label):
+            if (heading_polarity(label) is None or not is_label_heading(label)) and reads_as_rule(
+                label
+            ):
                 # "Avoid fixed sleeps in tests. Instead:" is a rule of its own; its items
                 # stay directives too.
                 first = item.blocks[0].line_end if item.blocks else item.line_start

@@ -182,7 +182,9 @@ def main() -> None:
         print(coverage_line(name, by_set[name]))
         for cause, label in misses:
             if args.show in (cause, "all"):
-                print(f"    [{cause}] {label.file}:{label.line}: {label.source_line().strip()[:110]}")
+                print(
+                    f"    [{cause}] {label.file}:{label.line}: {label.source_line().strip()[:110]}"
+                )
     n = total_covered + sum(total.values())
     parts = ", ".join(f"{c} {k}" for c, k in total.most_common())
     print(f"parse coverage ALL: {total_covered}/{n} labelled lines; missed: {parts}")

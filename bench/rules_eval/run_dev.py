@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import dev_set as ds  # noqa: E402
+from parse_coverage import coverage_line  # noqa: E402
 
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
@@ -72,7 +73,6 @@ from memory_core.rules.context_block import pack_directives  # noqa: E402
 from memory_core.rules.models import RankedDirective, ScoreBreakdown  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
-from parse_coverage import coverage_line  # noqa: E402
 from rules_parser.polarity import directive_marker  # noqa: E402
 
 SHOW_POLARITY = False

@@ -184,7 +184,9 @@ def test_a_shouted_not_in_a_command_list_makes_a_directive() -> None:
 """
     document = parse(text, "AGENTS.md").document
     assert document is not None
-    assert [d.text for d in document.directives] == ["**Build**: `pnpm compile` — NOT `pnpm build`."]
+    assert [d.text for d in document.directives] == [
+        "**Build**: `pnpm compile` — NOT `pnpm build`."
+    ]
     assert document.context == ("command: `pnpm dev` - start the dev server",)
 
 
