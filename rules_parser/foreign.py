@@ -10,10 +10,11 @@ item that ends with ``:`` and has children is a label: its children are the dire
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
-from rules_parser.blocks import Block, BlockQuote, Fence, ListBlock, ListItem, Paragraph
+from rules_parser.blocks import Block, BlockQuote, Fence, ListBlock, ListItem, Other, Paragraph
 from rules_parser.directive_body import label_kind
 from rules_parser.formats import roo_mode, rule_name_from_path, slugify
 from rules_parser.frontmatter import FrontMatter
@@ -148,6 +149,69 @@ IMPERATIVE_VERBS = frozenset(
         "verify",
         "wrap",
         "write",
+        "open",
+        "wire",
+        "strive",
+        "regenerate",
+        "mention",
+        "describe",
+        "explain",
+        "stick",
+        "rely",
+        "aim",
+        "register",
+        "annotate",
+        "type",
+        "assert",
+        "clean",
+        "bump",
+        "install",
+        "generate",
+        "implement",
+        "extend",
+        "override",
+        "throw",
+        "catch",
+        "await",
+        "close",
+        "release",
+        "dispose",
+        "comment",
+        "preserve",
+        "respect",
+        "match",
+        "mirror",
+        "extract",
+        "inline",
+        "skip",
+        "start",
+        "end",
+        "send",
+        "schedule",
+        "resolve",
+        "reproduce",
+        "stub",
+        "sign",
+        "hash",
+        "encrypt",
+        "redact",
+        "authenticate",
+        "authorize",
+        "look",
+        "target",
+        "bundle",
+        "upload",
+        "download",
+        "measure",
+        "profile",
+        "benchmark",
+        "attach",
+        "link",
+        "cite",
+        "communicate",
+        "discuss",
+        "notify",
+        "report",
     ]
 )
 _CODE_SPAN_RE = re.compile(r"`[^`]*`")
@@ -168,6 +232,121 @@ def starts_imperative(text: str) -> bool:
     """True when a statement starts with an instruction verb ("Use …", "**Run** …")."""
     first = re.sub(r"^[^\w']+", "", text).split(" ", 1)[0].lower().strip("*_:,.`")
     return first.replace("\u2019", "'") in IMPERATIVE_VERBS
+
+
+# "Please run …", and a leading condition before the instruction: "When X changes, run …".
+_PLEASE_RE = re.compile(r"^\W*please\s+", re.I)
+_LEAD_CLAUSE_RE = re.compile(
+    r"^\W*(?:when(?:ever)?|if|for|before|after|unless|once|while|during|in|on|to)\b"
+    r"(?:\([^)]*\)|[^,:;(]){1,120}[,:]\s+",
+    re.I,
+)
+# "`bun run compile` — NOT `bun run build`": a shouted NOT is a cue even in a command list.
+_SHOUTED_NOT_RE = re.compile(r"\bNOT\b")
+_RULE_NUMBER_RE = re.compile(r"^\W*rule\s*#?\d+[a-z]?\s*[:.)\-–—]\s*", re.I)
+# A sentence ends at . ! ? (and any closing quote, bracket or emphasis) before a capital.
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+(?=[\"'(\[*_`]*[A-Z0-9])")
+_ABBREVIATION_RE = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|Dr|Mr|Ms|No)\.$", re.I)
+
+
+def reads_as_rule(text: str) -> bool:
+    """True when a statement reads as an instruction, whatever its length.
+
+    A severity marker, an instruction verb first ("Use …", "Please run …", "When X, run …")
+    or a strong cue word (must, never, always, do not, should, avoid…) makes a rule.
+
+    Args:
+        text: a sentence, table cell, heading or list label (inline markdown kept).
+
+    Returns:
+        Whether it reads as a rule.
+    """
+    flat = clean_inline(text).rstrip(":").strip()
+    if _is_trivial(flat):
+        return False
+    marker, rest = split_severity_marker(flat)
+    if marker is not None:
+        return True
+    core = _PLEASE_RE.sub("", rest)
+    if starts_imperative(core):
+        return True
+    clause = _LEAD_CLAUSE_RE.match(core)
+    if clause is not None and starts_imperative(_PLEASE_RE.sub("", core[clause.end() :])):
+        return True
+    severity, source = infer_severity(flat)
+    return source == "inferred" and severity != "MAY"
+
+
+def split_sentences(text: str, first_line: int) -> list[tuple[str, int, int]]:
+    """A paragraph's sentences with the source lines each spans.
+
+    Args:
+        text: the paragraph's inline text, one source line per ``\\n``.
+        first_line: the 1-based line of its first line.
+
+    Returns:
+        (sentence, line_start, line_end) in order; code spans never split a sentence.
+    """
+    masked = _CODE_SPAN_RE.sub(lambda m: "x" * len(m.group()), text)
+    cuts = [0]
+    for match in _SENTENCE_END_RE.finditer(masked):
+        if not _ABBREVIATION_RE.search(masked[: match.start()]):
+            cuts.append(match.end())
+    cuts.append(len(text))
+    out = []
+    for start, end in itertools.pairwise(cuts):
+        piece = text[start:end]
+        if not piece.strip():
+            continue
+        lead = len(piece) - len(piece.lstrip())
+        line_start = first_line + text[: start + lead].count("\n")
+        line_end = first_line + text[: start + len(piece.rstrip())].count("\n")
+        out.append((clean_inline(piece), line_start, line_end))
+    return out
+
+
+def split_table_row(line: str) -> list[str]:
+    """A markdown table row's cells (pipes inside code spans or escaped do not split)."""
+    cells: list[str] = []
+    current: list[str] = []
+    in_code = False
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
+    previous = ""
+    for char in body:
+        if char == "`":
+            in_code = not in_code
+        if char == "|" and not in_code and previous != "\\":
+            cells.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+        previous = char
+    cells.append("".join(current).strip())
+    return cells
+
+
+def is_rule_heading(title: str) -> bool:
+    """True for a heading that is itself a rule ("Rule 2: DDL must be idempotent").
+
+    A heading that is only a polarity label ("Never do", "Things to avoid") is not: it gives
+    its polarity to the items under it.
+    """
+    numbered = _RULE_NUMBER_RE.match(title) is not None
+    text = _RULE_NUMBER_RE.sub("", title).rstrip(":").strip()
+    if len(text.split()) < 3 or is_label_heading(text):
+        return False
+    if numbered:
+        return True
+    marker, _ = split_severity_marker(text)
+    severity, source = infer_severity(text)
+    return marker is not None or (source == "inferred" and severity == "MUST")
+
+
+def _short_label(text: str) -> bool:
+    """ "Incorrect (why it is slow):" is a label; a sentence that ends in a colon is not."""
+    return ". " not in text and len(text.split()) <= 8
 
 
 def is_rule_paragraph(text: str) -> bool:
@@ -214,6 +393,7 @@ class _Collector:
         line_start: int,
         line_end: int,
         rest: tuple[Block, ...] = (),
+        extra: str | None = None,
     ) -> None:
         severity, source = infer_severity(statement)
         _, text = split_severity_marker(statement)
@@ -222,7 +402,9 @@ class _Collector:
         kind = noise_kind(
             text,
             path[self.key_offset :],
-            has_cue=source != "default" or text_polarity(text) is not None,
+            has_cue=source != "default"
+            or text_polarity(text) is not None
+            or _SHOUTED_NOT_RE.search(text) is not None,
             imperative=imperative,
         )
         if kind is not None and not self.labels:
@@ -236,7 +418,7 @@ class _Collector:
             severity, source = heading_severity, "inferred"
         elif source == "default" and polarity != "do":
             severity, source = "MUST", "inferred"  # "No `any` types", "❌ …"
-        detail = render_blocks(rest) or None
+        detail = "\n".join(filter(None, (render_blocks(rest), extra))) or None
         examples = [fence_example(f, anti=False) for f in iter_fences(rest)]
         headings = " ".join(path[self.key_offset :])
         topics = infer_topics(f"{headings}\n{text}\n{detail or ''}", limit=4)
@@ -291,12 +473,14 @@ class _Collector:
                 words = core.split(maxsplit=1)
                 kind = label_kind(core.rstrip(":")) if core.endswith(":") and words else None
                 keeps_link = kind is not None
-                if kind is None and core.endswith(":") and words:
+                if kind is None and core.endswith(":") and words and _short_label(core):
                     kind = label_kind(words[0].rstrip(":"))
                 # "Never do the following:" before a list gives the list its polarity.
                 pending_label = (
                     flat.rstrip(":")
-                    if flat.endswith(":") and heading_polarity(flat.rstrip(":")) is not None
+                    if flat.endswith(":")
+                    and _short_label(core)
+                    and heading_polarity(flat.rstrip(":")) is not None
                     else None
                 )
                 if kind in ("example", "anti"):
@@ -306,8 +490,8 @@ class _Collector:
                     if not keeps_link:  # "Example of a data hook:" is prose, not a label
                         previous_produced = False
                     continue
-                if is_rule_paragraph(flat):
-                    self.add(flat, path, block.line_start, block.line_end)
+                if pending_label is None:
+                    self._paragraph(block, flat, path)
             elif isinstance(block, Fence):
                 # Only a block right under a directive illustrates it; after intervening prose
                 # the link is a guess, so the code is kept as a document pattern only.
@@ -319,13 +503,69 @@ class _Collector:
                 continue
             elif isinstance(block, BlockQuote):
                 self.walk(block.blocks, path)
+            elif isinstance(block, Other) and block.kind == "table":
+                self._table(block, path)
             previous_produced = len(self.directives) > before
+
+    def _paragraph(self, block: Paragraph, flat: str, path: tuple[str, ...]) -> None:
+        """A rule paragraph is one directive; in prose, each rule sentence is one, with the
+        sentences after it (up to the next rule sentence) as its detail."""
+        single = flat.count(". ") == 0 and len(flat) <= 400
+        if is_rule_paragraph(flat) or (single and flat.endswith(":") and reads_as_rule(flat)):
+            # "When using the client, you must apply the settings:" before a list or code.
+            self.add(flat, path, block.line_start, block.line_end)
+            return
+        groups: list[list[tuple[str, int, int]]] = []
+        for sentence, start, end in split_sentences(block.text, block.line_start):
+            if reads_as_rule(sentence):
+                groups.append([(sentence, start, end)])
+            elif groups:
+                groups[-1].append((sentence, start, end))
+        for group in groups:
+            extra = " ".join(s for s, _, _ in group[1:]) or None
+            self.add(group[0][0], path, group[0][1], group[-1][2], extra=extra)
+
+    def _table(self, block: Other, path: tuple[str, ...]) -> None:
+        """Rows of a table whose column holds rules ("Do not … | Do instead") are directives;
+        the other cells, with their headers, are the detail."""
+        rows = [split_table_row(line) for line in block.text.split("\n")]
+        if len(rows) < 3:
+            return
+        header, body = rows[0], rows[2:]
+        counts = [
+            sum(1 for r in body if c < len(r) and reads_as_rule(r[c])) for c in range(len(header))
+        ]
+        best = max(range(len(counts)), key=lambda c: (counts[c], -c)) if counts else 0
+        if not counts or counts[best] * 2 < len(body):
+            return  # an inventory or a reference table: context
+        saved = self.labels
+        name = header[best].strip("*_ ")
+        if heading_polarity(name) is not None:
+            self.labels = (*saved, name)  # a "Don't" column
+        for offset, row in enumerate(body):
+            if best >= len(row) or not reads_as_rule(row[best]):
+                continue
+            extra = "; ".join(
+                f"{header[c]}: {cell}" if c < len(header) and header[c] else cell
+                for c, cell in enumerate(row)
+                if c != best and cell
+            )
+            line = block.line_start + 2 + offset
+            self.add(row[best], path, line, line, extra=extra or None)
+        self.labels = saved
 
     def _item(self, item: ListItem, path: tuple[str, ...]) -> None:
         statement, rest = item_statement(item)
         nested = [b for b in rest if isinstance(b, ListBlock)]
         if statement.endswith(":") and nested:
             label = statement.rstrip(":").strip("*_ ").strip()
+            if (heading_polarity(label) is None or not is_label_heading(label)) and reads_as_rule(
+                label
+            ):
+                # "Avoid fixed sleeps in tests. Instead:" is a rule of its own; its items
+                # stay directives too.
+                first = item.blocks[0].line_end if item.blocks else item.line_start
+                self.add(statement, path, item.line_start, first, rest)
             self.walk(rest, (*path, label) if label else path)
             return
         if (
@@ -387,6 +627,13 @@ def parse_foreign(ctx: DocContext, fmt: Format, issues: IssueSink) -> RuleDocume
     collector = _Collector(ctx, key_offset=1 if title_segment is not None else 0)
     collector.default_severity = _impact_severity(fm)
     for segment in ctx.segments:
+        heading = segment.heading
+        if heading is not None and is_rule_heading(segment.title):
+            # "### Rule 2: DDL must be idempotent": the heading is the rule, the paragraphs
+            # right under it its detail (its own items stay directives).
+            lead = tuple(itertools.takewhile(lambda b: isinstance(b, Paragraph), segment.blocks))
+            text = _RULE_NUMBER_RE.sub("", segment.title).strip()
+            collector.add(text, segment.path[:-1], heading.line_start, heading.line_end, lead)
         collector.walk(segment.blocks, segment.path)
 
     description_value = _front_value(fm, "description")

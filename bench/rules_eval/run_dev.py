@@ -18,7 +18,10 @@ local embedder), we measure at the same token budget (default 900):
 Metrics per task, averaged per set and overall (macro over tasks): recall (labels found in
 the block), precision (returned directives matching any label of the task), tokens used,
 directives returned, and polarity errors (returned directives whose source line is a
-prohibition but whose rendered text reads as a positive instruction).
+prohibition but whose rendered line — memoir's marker, e.g. ``MUST NOT`` or ``ASK FIRST``, then
+the text — reads as a positive instruction). Per set, a "parse coverage" line
+(``parse_coverage.py``) says how many labelled lines memoir's parser turns into (part of) a
+directive, and why the others are missed.
 
 Matching a returned directive to a label: same file (path inside the set) and the labelled
 line within the directive's ``line_start..line_end``; if the directive carries no line span, a
@@ -61,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import dev_set as ds  # noqa: E402
+from parse_coverage import coverage_line  # noqa: E402
 
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
@@ -69,6 +73,7 @@ from memory_core.rules.context_block import pack_directives  # noqa: E402
 from memory_core.rules.models import RankedDirective, ScoreBreakdown  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
+from rules_parser.polarity import directive_marker  # noqa: E402
 
 SHOW_POLARITY = False
 _ENV = {k: v for k, v in os.environ.items() if k.startswith("MEMOIR_RULES__")}
@@ -110,6 +115,7 @@ class Candidate:
     text: str
     severity: str = "SHOULD"
     section: tuple[str, ...] = ()
+    polarity: str = "do"
     tokens: list[str] = field(default_factory=list)
 
 
@@ -194,7 +200,13 @@ def source_is_prohibition(c: Candidate, set_name: str, labels: dict[tuple[str, i
 
 
 def reads_positive(rendered: str) -> bool:
-    return not _NEG.search(rendered)
+    """The rendered line (marker + text) reads as an instruction to do it: no negation and
+    not the ``ASK FIRST`` marker."""
+    return not rendered.startswith("ASK FIRST") and not _NEG.search(rendered)
+
+
+def render(severity: str, polarity: str, text: str) -> str:
+    return f"{directive_marker(severity, polarity, text)} {text}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,6 +230,7 @@ def _ranked(c: Candidate) -> RankedDirective:
         rule_id=c.rule_id,
         text=c.text,
         severity=c.severity if c.severity in ("MUST", "SHOULD", "MAY") else "SHOULD",  # type: ignore[arg-type]
+        polarity=c.polarity if c.polarity in ("do", "dont", "ask") else "do",  # type: ignore[arg-type]
         source_path=c.file or "",
         line_start=c.line_start,
         line_end=c.line_end,
@@ -238,7 +251,7 @@ def pack(
         count=count,
     )
     chosen = [by_uid[d.directive_id] for d in packed.selected]
-    rendered = [f"{d.severity} {d.text}" for d in packed.selected]
+    rendered = [render(d.severity, d.polarity, d.text) for d in packed.selected]
     return chosen, packed.tokens_used, rendered
 
 
@@ -306,6 +319,7 @@ async def _candidates(service: RulesService, scope: str, root: Path) -> list[Can
             text=d.statement,
             severity=d.severity,
             section=d.section,
+            polarity=d.polarity,
         )
         for d in index.directives.values()
     ]
@@ -420,10 +434,11 @@ async def evaluate_set(
                             line_end=d.line_end,
                             text=d.text,
                             severity=d.severity,
+                            polarity=d.polarity,
                         )
                         for d in answer.directives
                     ]
-                    rendered = [f"{d.severity} {d.text}" for d in answer.directives]
+                    rendered = [render(d.severity, d.polarity, d.text) for d in answer.directives]
                     results[method].append(
                         _score(task, chosen, rendered, answer.diagnostics.tokens_used, polarity)
                     )
@@ -440,7 +455,7 @@ async def evaluate_set(
                             d.directive_id, d.rule_id, None, None, None, d.text, d.severity
                         )
                     )
-                rendered = [f"{d.severity} {d.text}" for d in answer.directives]
+                rendered = [render(d.severity, d.polarity, d.text) for d in answer.directives]
                 results["oracle:memoir"].append(
                     _score(task, chosen, rendered, answer.diagnostics.tokens_used, polarity)
                 )
@@ -547,6 +562,8 @@ def main() -> None:
     detail: list[dict[str, Any]] = []
     for name in names:
         out = anyio.run(evaluate_set, name, by_set[name], args.budget, args.embedder)
+        out["parse_coverage"] = coverage_line(name, [lab for t in by_set[name] for lab in t.labels])
+        print(out["parse_coverage"], file=sys.stderr)
         print(
             f"{name}: {out['files']} files; documents giving directives: folder upsert "
             f"{out['documents_folder']}, naming every file {out['documents_files']} "
