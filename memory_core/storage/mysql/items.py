@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_core.storage.mysql.porter import stem
 from memory_core.storage.server.dialect import MYSQL
 from memory_core.storage.server.items import (
     INSERT_COLUMNS,
@@ -29,11 +30,11 @@ _MAX_TERM = 191  # the term column's width
 
 
 def tokens(text: str) -> list[str]:
-    """The terms of ``text`` as FTS5's unicode61 tokenizer makes them (lower case, letters and
-    digits, diacritics removed); no stemming."""
+    """The terms of ``text`` as FTS5's ``porter unicode61`` tokenizer makes them (lower case,
+    letters and digits, diacritics removed, Porter-stemmed)."""
     folded = unicodedata.normalize("NFKD", text.lower())
     folded = "".join(c for c in folded if not unicodedata.combining(c))
-    return [t[:_MAX_TERM] for t in _WORD.findall(folded)]
+    return [stem(t)[:_MAX_TERM] for t in _WORD.findall(folded)]
 
 
 def meta_value(conn: Any, key: str) -> str | None:

@@ -9,6 +9,7 @@ anything with psycopg's ``execute(sql, params) -> cursor`` (PyMySQL is wrapped t
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -70,10 +71,17 @@ class Dialect:
             return f"({column}::jsonb ->> '{key}')"
         return f"JSON_UNQUOTE(JSON_EXTRACT({column}, '$.{key}'))"
 
-    @property
-    def json_param(self) -> str:
-        """A ``%s`` placeholder holding JSON text, as a value :meth:`json_value` compares to."""
-        return "%s::jsonb" if self.is_pg else "JSON_EXTRACT(%s, '$')"
+    def json_compare(self, column: str, key: str, value: Any) -> tuple[str, str, Any]:
+        """How to compare the value at ``key`` with ``value`` as JSON (numbers as numbers):
+        (left side, placeholder, parameter). MariaDB compares JSON strings from JSON_EXTRACT
+        unequal to anything, so MySQL compares strings unquoted and other values as text."""
+        if self.is_pg:
+            return self.json_value(column, key), "%s::jsonb", json.dumps(value)
+        if isinstance(value, str):
+            return self.json_text(column, key), "%s", value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return self.json_value(column, key), "%s", value
+        return f"CAST({self.json_value(column, key)} AS CHAR)", "%s", json.dumps(value)
 
     def array_exists(self, column: str, cond: str) -> str:
         """Some element of the JSON array of strings in ``column`` satisfies ``tag.value cond``."""

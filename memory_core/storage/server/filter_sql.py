@@ -11,7 +11,6 @@ and MySQL spell differently comes from the :class:`~memory_core.storage.server.d
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,11 +121,11 @@ class _Compiler:
             if node.op in ("LIKE", "GLOB"):
                 column = d.json_text(f"{table}.metadata", key)
             else:
-                column = d.json_value(f"{table}.metadata", key)
-                params.append(json.dumps(node.value))
+                column, mark, param = d.json_compare(f"{table}.metadata", key, node.value)
+                params.append(param)
                 if node.op == "!=":
-                    return d.distinct(column, d.json_param)
-                return f"{column} {node.op} {d.json_param}"
+                    return d.distinct(column, mark)
+                return f"{column} {node.op} {mark}"
         else:
             column = node.field
         if node.op == "LIKE":
@@ -150,9 +149,13 @@ class _Compiler:
             sql = d.array_exists(node.field, f"IN ({marks})")
             return f"NOT {sql}" if node.negated else sql
         if meta is not None:
-            column = d.json_value(f"{meta[0]}.metadata", meta[1])
-            params.extend(json.dumps(v) for v in node.values)
-            marks = ",".join([d.json_param] * len(node.values))
+            sides = [d.json_compare(f"{meta[0]}.metadata", meta[1], v) for v in node.values]
+            params.extend(param for _, _, param in sides)
+            if len({column for column, _, _ in sides}) > 1:  # MySQL: values of several types
+                any_of = " OR ".join(f"{column} = {mark}" for column, mark, _ in sides)
+                return f"{'NOT ' if node.negated else ''}coalesce(({any_of}), false)"
+            column = sides[0][0]
+            marks = ",".join(mark for _, mark, _ in sides)
         else:
             column = node.field
             params.extend(_value(node.field, v) for v in node.values)
