@@ -1,10 +1,9 @@
 """What MySQL / MariaDB errors mean: a connection failure that says what to check, a rejected
-statement, and which error codes are a dropped connection or a transaction to run again.
+statement, and which error codes are a transaction to run again.
 """
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pymysql
@@ -17,27 +16,13 @@ from memory_core.errors import (
 )
 from memory_core.storage.url import DatabaseURL
 
-__all__ = ["DROPPED", "RETRY_TXN", "backoff_delay", "connection_help", "error_code", "statement_error"]
+__all__ = ["RETRY_TXN", "connection_help", "error_code", "statement_error"]
 
-
-_CONNECT_TIMEOUT_S = 10
-_BACKOFF_BASE_S = 0.05
-_BACKOFF_CAP_S = 2.0
-
-# Server/client error codes that mean "the connection is gone" or "run the transaction again":
-# 2006 server has gone away, 2013 lost connection during query, 2055 lost connection (system
-# error), 1927 connection killed (MariaDB), 4031 disconnected for inactivity (MariaDB),
-# 1053 server shutdown in progress, 1213 deadlock, 1205 lock wait timeout.
-DROPPED = frozenset({2006, 2013, 2055, 1927, 4031, 1053})
+# Server error codes that mean "run the transaction again": 1213 deadlock, 1205 lock wait
+# timeout. (A dropped connection shows as the connection no longer being open.)
 RETRY_TXN = frozenset({1213, 1205})
 _BAD_DATABASE = 1049
 _ACCESS_DENIED = frozenset({1044, 1045, 1698})
-
-
-def backoff_delay(attempt: int) -> float:
-    """Seconds to wait before retry number ``attempt`` (0-based): 50 ms doubling, jittered."""
-    delay = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * (2**attempt))
-    return delay * (0.5 + random.random() / 2)
 
 
 def error_code(exc: BaseException) -> int | None:

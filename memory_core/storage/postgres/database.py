@@ -19,7 +19,7 @@ from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
 from memory_core.errors import MemoirError, SchemaError
-from memory_core.storage.postgres.connection import _statement_error, connection_help
+from memory_core.storage.postgres.connection import connection_help, statement_error
 from memory_core.storage.server.pool import ServerPool
 from memory_core.storage.url import DatabaseURL
 
@@ -138,7 +138,18 @@ class PgDatabase(ServerPool["psycopg.Connection[Any]"]):
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self.conninfo, connect_timeout=10, autocommit=True)
+            # The URL's parsed fields win over its text (a caller may have replaced them).
+            fields = {
+                "host": self.url.host,
+                "port": self.url.port,
+                "user": self.url.user,
+                "password": self.url.password,
+                "dbname": self.url.database,
+            }
+            overrides = {k: v for k, v in fields.items() if v is not None}
+            return psycopg.connect(
+                self.conninfo, connect_timeout=10, autocommit=True, **overrides
+            )
         except (psycopg.Error, OSError) as exc:
             raise connection_help(self.url, exc) from exc
 
@@ -178,7 +189,7 @@ class PgDatabase(ServerPool["psycopg.Connection[Any]"]):
 
     def _statement_error(self, exc: BaseException) -> MemoirError:
         assert isinstance(exc, psycopg.Error)
-        return _statement_error(self.url, exc)
+        return statement_error(self.url, exc)
 
     def migrate(self, *, create: bool = True) -> list[str]:
         """Create or migrate the schema; with ``create=False`` a database without a memoir
@@ -207,7 +218,7 @@ class PgDatabase(ServerPool["psycopg.Connection[Any]"]):
             except psycopg.Error as exc:
                 if conn.closed or conn.broken:
                     raise connection_help(self.url, exc) from exc
-                raise _statement_error(self.url, exc) from exc
+                raise statement_error(self.url, exc) from exc
             if applied:
                 log.info("postgres store migrated", url=self.url.redacted(), applied=applied)
             return applied

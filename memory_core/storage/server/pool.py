@@ -44,6 +44,7 @@ class ServerPool(Generic[C]):
         self._guard = threading.Lock()
         self._limiter = anyio.CapacityLimiter(self._size)
         self.reconnects = 0  # dropped connections replaced (a server restart, a kill)
+        self.retries = _RETRIES  # runs of a callback after a drop or a transient failure
 
     # -- what a backend supplies -----------------------------------------------------------
 
@@ -153,7 +154,7 @@ class ServerPool(Generic[C]):
                     )
                 else:
                     self._give_back(conn)
-                if (transient or dropped) and attempt < _RETRIES:
+                if (transient or dropped) and attempt < self.retries:
                     attempt += 1
                     time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random() / 2))
                     continue
