@@ -285,7 +285,9 @@ async def hierarchy_store_factory(
             memoirs.append(memoir)
             store: Any = PortHierarchyStore(memoir.context.store, depth=depth)
         else:
-            store = server_store(parse_database_url(backend_url(backend)), depth=depth, retries=retries)
+            store = server_store(
+                parse_database_url(backend_url(backend)), depth=depth, retries=retries
+            )
         await store.open()
         opened.append(store)
         return store  # type: ignore[no-any-return]

@@ -74,7 +74,9 @@ class MyItems(ServerItems):
         where, params = self._in("item_id", list(item_ids))
         documents = {
             int(r[0]): Counter(tokens(f"{r[1]} {' '.join(json.loads(r[2]))}"))
-            for r in self._conn.execute(f"SELECT item_id, text, tags FROM item WHERE {where}", params)
+            for r in self._conn.execute(
+                f"SELECT item_id, text, tags FROM item WHERE {where}", params
+            )
         }
         self.dialect.executemany(
             self._conn,

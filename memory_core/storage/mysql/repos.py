@@ -48,7 +48,8 @@ class MyMeta:
 
     def all(self) -> dict[str, str]:
         return {
-            str(k): str(v) for k, v in self._conn.execute("SELECT `key`, value FROM meta ORDER BY `key`")
+            str(k): str(v)
+            for k, v in self._conn.execute("SELECT `key`, value FROM meta ORDER BY `key`")
         }
 
     def bump(self, key: str) -> int:

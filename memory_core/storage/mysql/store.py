@@ -302,7 +302,10 @@ class MysqlStore:
             meta.set(EMBEDDING_DIM_KEY, str(dimension))
             items = MyItems(conn)
             items._insert_vectors(
-                [(r[0], r[1], r[2], items.vector_value(v, dimension)) for r, v in zip(rows, matrix, strict=True)]
+                [
+                    (r[0], r[1], r[2], items.vector_value(v, dimension))
+                    for r, v in zip(rows, matrix, strict=True)
+                ]
             )
             bump_vector_generation(conn, {r[1] for r in rows})
             return len(rows)

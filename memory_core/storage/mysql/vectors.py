@@ -31,9 +31,7 @@ def _matrix(blobs: Sequence[bytes], dimension: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1).astype(np.float32)
 
 
-def cosine_top(
-    query: np.ndarray, ids: np.ndarray, matrix: np.ndarray, k: int
-) -> list[ScoredId]:
+def cosine_top(query: np.ndarray, ids: np.ndarray, matrix: np.ndarray, k: int) -> list[ScoredId]:
     """The ``k`` rows most similar to ``query`` (cosine), best first, ties by id."""
     if not len(ids):
         return []

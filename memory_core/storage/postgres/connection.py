@@ -16,8 +16,6 @@ from memory_core.storage.url import DatabaseURL
 __all__ = ["connection_help", "statement_error"]
 
 
-
-
 def connection_help(url: DatabaseURL, cause: BaseException | str) -> DatabaseUnavailableError:
     """A connection failure as an error naming the redacted URL, the cause and what to check."""
     text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__

@@ -146,10 +146,8 @@ class PgDatabase(ServerPool["psycopg.Connection[Any]"]):
                 "password": self.url.password,
                 "dbname": self.url.database,
             }
-            overrides = {k: v for k, v in fields.items() if v is not None}
-            return psycopg.connect(
-                self.conninfo, connect_timeout=10, autocommit=True, **overrides
-            )
+            overrides: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+            return psycopg.connect(self.conninfo, connect_timeout=10, autocommit=True, **overrides)
         except (psycopg.Error, OSError) as exc:
             raise connection_help(self.url, exc) from exc
 

@@ -126,7 +126,7 @@ class Dialect:
             import psycopg
 
             return isinstance(exc, psycopg.errors.UniqueViolation)
-        args = getattr(exc, "args", ())
+        args: tuple[Any, ...] = getattr(exc, "args", ())
         return bool(args) and args[0] == 1062  # ER_DUP_ENTRY
 
     def savepoint(self, conn: Any) -> contextlib.AbstractContextManager[Any]:

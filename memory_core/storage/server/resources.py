@@ -226,7 +226,9 @@ class ServerResources:
         if not ids:
             return 0
         where, params = self.dialect.in_list("resource_id", ids)
-        items = [int(r[0]) for r in self._conn.execute(f"SELECT item_id FROM item WHERE {where}", params)]
+        items = [
+            int(r[0]) for r in self._conn.execute(f"SELECT item_id FROM item WHERE {where}", params)
+        ]
         self._delete_items(items)
         self._detach(ids)
         return int(self._conn.execute(f"DELETE FROM resource WHERE {where}", params).rowcount)
