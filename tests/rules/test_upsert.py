@@ -105,7 +105,7 @@ async def test_reingesting_an_unchanged_file_changes_nothing(
         "SELECT (SELECT group_concat(item_id || uid || updated_at) FROM item), "
         "(SELECT count(*) FROM relation), (SELECT count(*) FROM entity), "
         "(SELECT group_concat(updated_at) FROM resource), "
-        "(SELECT value FROM meta WHERE key = 'rules_graph_version:s')"
+        "(SELECT value FROM meta WHERE key = 'graph_version:s')"
     )
     before = await _rows(memoir, snapshot_sql)
 
@@ -370,3 +370,21 @@ async def test_failed_embeddings_keep_directives_searchable_by_keywords(
     result = await service.query_directives("hash passwords", scope="s")
     assert "semantic ranking unavailable" in " ".join(result.diagnostics.warnings)
     assert result.directives[0].text == "Hash passwords with the platform library"
+
+
+async def test_a_store_without_the_rule_ports_names_them_and_the_fix(
+    memoir: Memoir, project: Path
+) -> None:
+    import dataclasses
+
+    from memory_core.errors import ConfigError
+    from memory_core.storage import create_store
+
+    # A MySQL/MariaDB store holds the hierarchy's ports, not the graph (not opened: the
+    # check is on its capabilities, before any statement).
+    store = create_store("mysql://root@127.0.0.1:3306/memoir")
+    ctx = dataclasses.replace(memoir.context, store=store)
+    with pytest.raises(ConfigError) as caught:
+        await RulesService(ctx, cwd=project).query_directives("Add a login endpoint", scope="s")
+    assert "the graph ports" in caught.value.message
+    assert "mysql" in caught.value.message and "sqlite:///" in (caught.value.hint or "")
