@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
-from memory_core.retrieval.fts import build_match  # noqa: E402
+from memory_core.retrieval.fts import fts_terms  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
-from memory_core.storage.sqlite import items as item_sql  # noqa: E402
-from memory_core.storage.sqlite import rules as rules_sql  # noqa: E402
+from memory_core.storage.ports import LexicalQuery  # noqa: E402
 from rules_parser.inference import match_keywords  # noqa: E402
 from rules_parser.vocabulary import LAYER_KEYWORDS, TOPIC_KEYWORDS  # noqa: E402
 
@@ -220,14 +220,15 @@ async def bench_2000(work: Path, n_tasks: int) -> None:
 
             async def raw_search(t: str = task) -> None:
                 vec = await memoir.embedder.embed_query(t)
-                match = build_match(t)
+                query = LexicalQuery(tuple(fts_terms(t)), "OR")
+                key = Scope.of("b")
 
-                def run(conn: Any) -> None:
-                    if match:
-                        rules_sql.directive_lexical_search(conn, match, scope="b", limit=30)
-                    item_sql.vector_search(conn, vec, scope="b", kinds=["directive"], k=30)
+                def run(tx: Any) -> None:
+                    if query.terms:
+                        tx.lexical.search(query, key, kinds=("directive",), limit=30)
+                    tx.vectors.search(vec, key, kinds=("directive",), k=30)
 
-                await memoir.store.db.read(run)
+                await memoir.store.read(run)
 
             raw.append(await timed(raw_search))
             full.append(await timed(lambda t=task: service.query_directives(t, scope="b")))
@@ -304,14 +305,15 @@ async def bench_100k(work: Path, n_tasks: int) -> None:
 
             async def raw_search(t: str = task) -> None:
                 vec = await memoir.embedder.embed_query(t)
-                match = build_match(t)
+                query = LexicalQuery(tuple(fts_terms(t)), "OR")
+                key = Scope.of("big")
 
-                def run(conn: Any) -> None:
-                    if match:
-                        rules_sql.directive_lexical_search(conn, match, scope="big", limit=30)
-                    item_sql.vector_search(conn, vec, scope="big", kinds=["directive"], k=30)
+                def run(tx: Any) -> None:
+                    if query.terms:
+                        tx.lexical.search(query, key, kinds=("directive",), limit=30)
+                    tx.vectors.search(vec, key, kinds=("directive",), k=30)
 
-                await memoir.store.db.read(run)
+                await memoir.store.read(run)
 
             raw.append(await timed(raw_search))
             full.append(await timed(lambda t=task: service.query_directives(t, scope="big")))

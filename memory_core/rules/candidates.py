@@ -4,8 +4,8 @@ Graph expansion needs no text match (rules authoritative for a detected topic, r
 When to Apply matches, wildcard directives on a detected topic). The lexical arm is FTS5: an
 AND over the task's terms that occur at all, then an OR over its rarest terms, sized by how
 many rows each term holds so that common words never make FTS5 rank most of the table. The
-semantic arm is one matrix product with the index's in-memory vectors (sqlite-vec KNN when
-they are not in memory). The lexical statements run in the reader's thread while this one
+semantic arm is one matrix product with the index's in-memory vectors (the store's vector
+search when they are not in memory). The lexical statements run in the reader's thread while this one
 embeds, multiplies and expands the graph.
 """
 
@@ -20,14 +20,14 @@ import anyio.lowlevel
 import numpy as np
 
 from memory_core.errors import EmbeddingError
-from memory_core.retrieval.fts import fts_terms, quote_term
+from memory_core.retrieval.fts import fts_terms
 from memory_core.rules.detection import STOPWORDS
 from memory_core.rules.dictionaries import tokenize
 from memory_core.rules.graph import DIRECTIVE_KIND
 from memory_core.rules.index import DirectiveIndex
 from memory_core.rules.scoring import QueryFeatures
-from memory_core.storage.sqlite import items as item_sql
-from memory_core.storage.sqlite import rules as rules_sql
+from memory_core.scope import Scope
+from memory_core.storage.ports import LexicalQuery, Store, Tx
 
 __all__ = [
     "SEMANTIC_LOADING",
@@ -47,8 +47,10 @@ _OR_MAX_ROWS = 20_000
 _TERM_CACHE_MAX = 50_000
 
 
-def lexical_queries(terms: Sequence[str], rows: Mapping[str, int], *, max_rows: int) -> list[str]:
-    """The MATCH expressions of the lexical arm, in the order to run them (pure).
+def lexical_queries(
+    terms: Sequence[str], rows: Mapping[str, int], *, max_rows: int
+) -> list[LexicalQuery]:
+    """The lexical arm's queries, in the order to run them (pure).
 
     Terms no row holds are left out (one of them would empty the AND, and they add nothing
     to an OR). Then: AND over the remaining terms, which is precise and cheap because FTS5
@@ -62,9 +64,9 @@ def lexical_queries(terms: Sequence[str], rows: Mapping[str, int], *, max_rows: 
         max_rows: the most rows the OR pass may rank.
     """
     present = sorted((t for t in dict.fromkeys(terms) if rows.get(t, 0) > 0), key=lambda t: rows[t])
-    queries: list[str] = []
+    queries: list[LexicalQuery] = []
     if len(present) > 1:
-        queries.append(" AND ".join(quote_term(t) for t in present))
+        queries.append(LexicalQuery(tuple(present), "AND"))
     chosen: list[str] = []
     covered = 0
     for term in present:  # rarest first
@@ -73,7 +75,7 @@ def lexical_queries(terms: Sequence[str], rows: Mapping[str, int], *, max_rows: 
         chosen.append(term)
         covered += rows[term]
     if chosen:
-        queries.append(" OR ".join(quote_term(t) for t in chosen))
+        queries.append(LexicalQuery(tuple(chosen), "OR"))
     return queries
 
 
@@ -191,36 +193,37 @@ class Arms:
 
 
 def _lexical_arm(
-    conn: Any, terms: list[str], term_rows: dict[str, int], scope: str, k: int
+    tx: Tx, terms: list[str], term_rows: dict[str, int], scope: Scope, k: int
 ) -> list[int]:
     # Runs in the reader's thread; term_rows is only ever touched there, so no lock.
     unknown = [t for t in terms if t not in term_rows]
     if unknown:
-        counts = rules_sql.match_row_counts(conn, [quote_term(t) for t in unknown])
+        counts = tx.lexical.term_rows(unknown)
         if len(term_rows) > _TERM_CACHE_MAX:
             term_rows.clear()
-        term_rows.update(zip(unknown, counts, strict=True))
+        term_rows.update({t: counts.get(t, 0) for t in unknown})
     lexical: list[int] = []
     # AND first (precise and cheap), then OR to fill up (DESIGN §7).
-    for match in lexical_queries(terms, term_rows, max_rows=_OR_MAX_ROWS):
+    for query in lexical_queries(terms, term_rows, max_rows=_OR_MAX_ROWS):
         if len(lexical) >= k // 2:
             break
-        hits = rules_sql.directive_lexical_hits(conn, match, scope=scope, limit=k)
+        hits = tx.lexical.search(query, scope, kinds=(DIRECTIVE_KIND,), limit=k)
         seen = set(lexical)
-        lexical += [item_id for item_id, _ in hits if item_id not in seen]
+        lexical += [hit.item_id for hit in hits if hit.item_id not in seen]
     return lexical[:k]
 
 
 def _stored_semantic(
-    conn: Any, query_vec: np.ndarray, scope: str, k: int, others: set[int]
+    tx: Tx, query_vec: np.ndarray, scope: Scope, k: int, others: set[int]
 ) -> tuple[list[int], dict[int, float]]:
-    # Without vectors in memory: sqlite-vec KNN, then the stored vectors of other candidates.
+    # Without vectors in memory: the store's vector search, then the stored vectors of
+    # other candidates.
     similarity: dict[int, float] = {}
     nearest: list[int] = []
-    for hit in item_sql.vector_search(conn, query_vec, scope=scope, kinds=[DIRECTIVE_KIND], k=k):
-        similarity[hit.item_id] = 1.0 - hit.score
+    for hit in tx.vectors.search(query_vec, scope, kinds=(DIRECTIVE_KIND,), k=k).hits:
+        similarity[hit.item_id] = hit.score
         nearest.append(hit.item_id)
-    stored = rules_sql.fetch_vectors(conn, [i for i in others if i not in similarity])
+    stored = tx.vectors.vectors([i for i in others if i not in similarity])
     if stored:
         ids = list(stored)
         matrix = np.vstack([stored[i] for i in ids])
@@ -230,7 +233,7 @@ def _stored_semantic(
 
 
 async def search_arms(
-    db: Any,
+    store: Store,
     index: DirectiveIndex,
     text: str,
     scope: str,
@@ -248,15 +251,16 @@ async def search_arms(
     (``expand``), so a query costs about the longest of them rather than their sum.
     Similarities cover the nearest neighbours and the lexical and graph candidates too, so
     every candidate gets a SemanticSim. Without vectors in memory the semantic arm is a
-    sqlite-vec KNN plus a fetch of stored vectors.
+    vector-index search plus a fetch of stored vectors.
     """
     words = list(dict.fromkeys(t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1))
     # The FTS terms of those words ("property-based" is two), as build_match quotes them.
     terms = fts_terms(" ".join(words))
+    key = Scope.of(scope)
     arms = Arms()
 
     async def lexical() -> None:
-        arms.lexical = await db.read(_lexical_arm, terms, index.term_rows, scope, k)
+        arms.lexical = await store.read(lambda tx: _lexical_arm(tx, terms, index.term_rows, key, k))
 
     in_memory = None
     async with anyio.create_task_group() as group:
@@ -276,7 +280,8 @@ async def search_arms(
             if row is not None:
                 arms.similarity[item_id] = float(sims[row])
     elif arms.query_vec is not None:
-        arms.nearest, arms.similarity = await db.read(
-            _stored_semantic, arms.query_vec, scope, k, set(arms.lexical) | arms.graph
+        query_vec, others = arms.query_vec, set(arms.lexical) | arms.graph
+        arms.nearest, arms.similarity = await store.read(
+            lambda tx: _stored_semantic(tx, query_vec, key, k, others)
         )
     return arms

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from memory_core.kinds import ItemKind
+from memory_core.kinds import ItemKind, ResourceKind
 from memory_core.models import NewItem, content_hash, stable_id
 from memory_core.rules.topics import TopicNormalizer
 from memory_core.scope import Scope
@@ -37,7 +37,7 @@ __all__ = [
     "rule_key",
 ]
 
-RULE_DOCUMENT_KIND = "rule_document"
+RULE_DOCUMENT_KIND: ResourceKind = "rule_document"
 DIRECTIVE_KIND: ItemKind = "directive"
 _EMBED_DETAIL_CHARS = 400
 _TECH_LOOKUP: dict[str, tuple[str, str]] = {}
@@ -220,8 +220,7 @@ def build_plan(
             kind=DIRECTIVE_KIND,
             text=_index_text(directive),
             token_count=line_tokens,
-            # TRANSITIONAL (typing only): the rules store still takes the scope key string.
-            scope=cast(Scope, scope),
+            scope=Scope.of(scope),
             content_hash=digest,
             start_line=directive.line_start,
             end_line=directive.line_end,

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory_core.rules.dictionaries import Dictionaries
+from memory_core.rules.persistence import DirectiveRow, RuleRow
 from memory_core.rules.scoring import condition_terms
 from memory_core.rules.topics import expand_topics
-from memory_core.storage.sqlite.rules import DirectiveRow, RuleRow
 
 __all__ = ["DirectiveIndex", "IndexedDirective", "IndexedRule", "build_index"]
 

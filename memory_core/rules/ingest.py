@@ -19,8 +19,8 @@ from memory_core.errors import EmbeddingError, MemoirError
 from memory_core.rules.graph import DocumentPlan, build_plan
 from memory_core.rules.models import DocumentReport, UpsertIssue, UpsertReport
 from memory_core.rules.paths import display_path, resolve_allowed
+from memory_core.rules.persistence import document_state, learned_terms, upsert_documents
 from memory_core.rules.topics import TopicNormalizer
-from memory_core.storage.sqlite import rules as rules_sql
 
 __all__ = ["BATCH_DIRECTIVES", "Skipped", "ingest_loaded", "read_rule_files"]
 
@@ -117,7 +117,7 @@ async def ingest_loaded(
     ``BATCH_DIRECTIVES`` directives. Embedding failures keep the directives, without vectors.
     """
     store = ctx.store
-    known_topics, _ = await store.db.read(rules_sql.learned_terms, scope)
+    known_topics, _ = await store.read(lambda tx: learned_terms(tx, scope))
     normalizer = TopicNormalizer(known_topics)
     warnings: list[str] = []
     issues: list[UpsertIssue] = []
@@ -161,10 +161,7 @@ async def ingest_loaded(
             build_plan(document, scope=scope, uri=shown, tokens=ctx.tokens, topics=normalizer)
         )
 
-    def states(conn: Any) -> list[tuple[str | None, set[str]]]:
-        return [rules_sql.document_state(conn, scope, p.uri) for p in plans]
-
-    stored = await store.db.read(states)
+    stored = await store.read(lambda tx: [document_state(tx, scope, p.uri) for p in plans])
     to_embed: list[tuple[str, str]] = []
     for plan, (stored_hash, uids) in zip(plans, stored, strict=True):
         if stored_hash == plan.content_hash and not overwrite:
@@ -195,7 +192,9 @@ async def ingest_loaded(
     )
     patterns = 0
     for batch in _batches(plans, BATCH_DIRECTIVES):
-        writes = await store.db.write(rules_sql.upsert_documents, batch, vectors, overwrite)
+        writes = await store.write(
+            lambda tx, batch=batch: upsert_documents(tx, batch, vectors, overwrite)
+        )
         for plan, written in zip(batch, writes, strict=True):
             for key in totals:
                 totals[key] += getattr(written, key)

@@ -24,7 +24,9 @@ import structlog
 from memory_core.errors import MemoirError
 from memory_core.rules.log_safety import sanitize_for_log
 from memory_core.rules.models import DirectiveQueryResult, QueryRun
-from memory_core.storage.sqlite import rules as rules_sql
+from memory_core.rules.persistence import QUERY_RUN_KIND, record_query_run
+from memory_core.scope import Scope
+from memory_core.storage.ports import Store, Tx
 
 __all__ = ["RunRecorder", "query_run_payload"]
 
@@ -97,12 +99,12 @@ class RunRecorder:
     """Writes query runs to the store without holding up the query that produced them.
 
     Args:
-        db: the store's :class:`~memory_core.storage.sqlite.database.SqliteDatabase`.
+        store: the store the runs are written to (its ``log`` port).
         wait_s: how long :meth:`record` waits for the write before leaving it queued.
     """
 
-    def __init__(self, db: Any, *, wait_s: float = RECORD_WAIT_S) -> None:
-        self._db = db
+    def __init__(self, store: Store, *, wait_s: float = RECORD_WAIT_S) -> None:
+        self._store = store
         self._wait_s = wait_s
         # Appended on the event loop, drained in the writer's thread: deque operations are
         # atomic, so a drain that runs late (after its caller gave up waiting) writes each
@@ -140,7 +142,8 @@ class RunRecorder:
             if not self._queue:
                 return
             try:
-                written = await self._db.write(_drain, self._queue)
+                queue = self._queue
+                written = await self._store.write(lambda tx: _drain(tx, queue))
             except MemoirError as error:
                 # The answer matters more than its record: report and carry on.
                 _log().warning("query run not recorded", error=error.message)
@@ -151,7 +154,10 @@ class RunRecorder:
     async def list(self, scope: str, limit: int) -> list[QueryRun]:
         """The newest runs of ``scope`` (queued ones are written first), newest first."""
         await self.flush()
-        rows = await self._db.read(rules_sql.list_query_runs, scope, limit)
+        key = Scope.of(scope)
+        rows = await self._store.read(
+            lambda tx: tx.log.runs(key, kinds=(QUERY_RUN_KIND,), limit=max(1, int(limit)))
+        )
         return [
             QueryRun(
                 run_id=r.run_id,
@@ -164,12 +170,12 @@ class RunRecorder:
         ]
 
 
-def _drain(conn: Any, queue: deque[tuple[str, str, float, dict[str, Any]]]) -> int:
+def _drain(tx: Tx, queue: deque[tuple[str, str, float, dict[str, Any]]]) -> int:
     written = 0
     while True:
         try:
             scope, started_at, took_ms, payload = queue.popleft()
         except IndexError:
             return written
-        rules_sql.record_query_run(conn, scope, started_at, took_ms, payload)
+        record_query_run(tx, scope, started_at, took_ms, payload)
         written += 1

@@ -26,6 +26,7 @@ from memory_core.errors import (
 )
 from memory_core.input_limits import check_path_lengths
 from memory_core.models import utc_now
+from memory_core.rules import persistence
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
@@ -67,7 +68,7 @@ from memory_core.rules.scoring import (
 )
 from memory_core.rules.topics import expand_topics, stem
 from memory_core.scope import find_project_root
-from memory_core.storage.sqlite import rules as rules_sql
+from memory_core.storage.ports import Tx
 from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
@@ -90,6 +91,9 @@ def _met_condition(breakdown: ScoreBreakdown, conditions: Sequence[str]) -> str 
         if reason.startswith("when to apply: "):
             return reason[len("when to apply: ") :].rsplit(" (", 1)[0].strip("'\"")
     return conditions[0] if conditions else None
+
+
+_RULE_PORTS = frozenset(("items", "lexical", "vectors", "resources", "graph", "log"))
 
 
 def _log() -> Any:
@@ -116,25 +120,26 @@ class RulesService:
         self._detections = DetectionCache(ttl_s=self._settings.detection_cache_ttl_s)
         self._run_recorder: RunRecorder | None = None
 
-    def _require_sqlite(self) -> None:
-        """Rules are stored through SQLite's own tables (``storage/sqlite/rules.py``) until
-        they move onto the storage ports; any other backend says so instead of failing late."""
+    def _require_ports(self) -> None:
+        """Rules need the item, lexical, vector, resource, graph and log ports; a backend
+        without them (MySQL holds only the category hierarchy) says so instead of failing late."""
         store = self._ctx.store
-        if store.backend != "sqlite":
+        missing = sorted(_RULE_PORTS - set(store.capabilities))
+        if missing:
             raise ConfigError(
-                f"rules (upsert, query, detect, list, show, remove) need a SQLite store for now; "
-                f"{store.url.redacted()} is a {store.backend} store",
-                hint="keep rules in a SQLite store: pass --db sqlite:///path/to/memoir.db to "
-                "`memoir rules …` (documents, the category hierarchy and memories work on "
-                f"{store.backend})",
-                details={"backend": store.backend, "unsupported": "rules"},
+                f"rules (upsert, query, detect, list, show, remove) need a store with the "
+                f"{', '.join(missing)} ports; {store.url.redacted()} is a {store.backend} store "
+                "without them",
+                hint="keep rules in a SQLite or PostgreSQL store: pass --db "
+                "sqlite:///path/to/memoir.db (or postgresql://…) to `memoir rules …`",
+                details={"backend": store.backend, "unsupported": "rules", "missing": missing},
             )
 
     @property
     def _runs(self) -> RunRecorder:
         # Made on first use: constructing the service must not touch the store.
         if self._run_recorder is None:
-            self._run_recorder = RunRecorder(self._ctx.store.db)
+            self._run_recorder = RunRecorder(self._ctx.store)
         return self._run_recorder
 
     @property
@@ -193,7 +198,7 @@ class RulesService:
             InvalidInputError: no path was given.
             LimitExceededError: a path longer than ``limits.path_chars``.
         """
-        self._require_sqlite()
+        self._require_ports()
         if not paths:
             raise InvalidInputError(
                 "no rule document paths given", hint="pass one or more files or folders"
@@ -234,7 +239,7 @@ class RulesService:
             InvalidInputError: empty text or an invalid path.
             PathNotAllowedError: an absolute path or one with ``..``.
         """
-        self._require_sqlite()
+        self._require_ports()
         from rules_parser import parse
 
         started = time.perf_counter()
@@ -259,8 +264,8 @@ class RulesService:
     # -- index -------------------------------------------------------------------------------
 
     async def _index(self, scope: str) -> DirectiveIndex:
-        db = self._ctx.store.db
-        version = await db.read(rules_sql.graph_version, scope)
+        store = self._ctx.store
+        version = await store.read(lambda tx: persistence.graph_version(tx, scope))
         cached = self._indexes.get(scope)
         if cached is not None and cached.version == version:
             return cached
@@ -272,22 +277,22 @@ class RulesService:
 
             max_vectors = self._settings.memory_vectors_max
 
-            def load(conn: Any) -> tuple[int, Any, Any, Any, Any]:
-                rows = rules_sql.load_directive_rows(conn, scope)
+            def load(tx: Tx) -> tuple[int, Any, Any, Any, Any]:
+                rows = persistence.load_directive_rows(tx, scope)
                 vectors = (
-                    rules_sql.load_directive_vectors(conn, scope)
+                    persistence.load_directive_vectors(tx, scope)
                     if len(rows) <= max_vectors
                     else None
                 )
                 return (
-                    rules_sql.graph_version(conn, scope),
+                    persistence.graph_version(tx, scope),
                     rows,
-                    rules_sql.load_rules(conn, scope),
-                    rules_sql.learned_terms(conn, scope),
+                    persistence.load_rules(tx, scope),
+                    persistence.learned_terms(tx, scope),
                     vectors,
                 )
 
-            current, rows, rules, (topics, techs), vectors = await db.read(load)
+            current, rows, rules, (topics, techs), vectors = await store.read(load)
 
             def build() -> DirectiveIndex:
                 index = build_index(current, rows, rules)
@@ -332,7 +337,7 @@ class RulesService:
         Raises:
             InvalidInputError: the task is empty or too long.
         """
-        self._require_sqlite()
+        self._require_ports()
         started = time.perf_counter()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
         index = await self._index(scope)
@@ -380,7 +385,7 @@ class RulesService:
             InvalidInputError: empty task, or a non-positive budget / max_items.
             EmptyKnowledgeGraphError: no rules in this scope yet (Requirement 11.1).
         """
-        self._require_sqlite()
+        self._require_ports()
         started = time.perf_counter()
         started_at = utc_now()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
@@ -414,7 +419,7 @@ class RulesService:
         )
 
         arms = await search_arms(
-            self._ctx.store.db,
+            self._ctx.store,
             index,
             text,
             scope,
@@ -607,7 +612,7 @@ class RulesService:
         Raises:
             InvalidInputError: ``limit`` is below 1.
         """
-        self._require_sqlite()
+        self._require_ports()
         if limit < 1:
             raise InvalidInputError(
                 f"limit must be at least 1 (got {limit})", hint="pass --limit 1 or more"
@@ -654,7 +659,7 @@ class RulesService:
 
     async def list_rules(self, *, scope: str) -> list[RuleSummary]:
         """Every rule of the scope with its sources and directive count."""
-        self._require_sqlite()
+        self._require_ports()
         index = await self._index(scope)
         return [self._summary(index, rule_id) for rule_id in sorted(index.rules)]
 
@@ -678,7 +683,7 @@ class RulesService:
         Raises:
             NotFoundError: no such rule in the scope (the hint lists some that exist).
         """
-        self._require_sqlite()
+        self._require_ports()
         index = await self._index(scope)
         key = rule_id if rule_id in index.rules else rule_key(rule_id)
         if key not in index.rules:
@@ -688,7 +693,9 @@ class RulesService:
                 if index.rules
                 else "ingest rules with `memoir rules upsert <path>`",
             )
-        rows = await self._ctx.store.db.read(rules_sql.rule_directive_rows, scope, key)
+        rows = await self._ctx.store.read(
+            lambda tx: persistence.rule_directive_rows(tx, scope, key)
+        )
         rule = index.rules[key]
         return RuleDetail(
             summary=self._summary(index, key),
@@ -722,18 +729,18 @@ class RulesService:
         Raises:
             NotFoundError: neither a rule id nor a stored document path.
         """
-        self._require_sqlite()
+        self._require_ports()
         value = rule_id_or_path.strip()
 
-        def remove(conn: Any) -> tuple[list[str], int, int]:
-            rules, docs, directives = rules_sql.delete_rule_sources(conn, scope, None, value)
+        def remove(tx: Tx) -> tuple[list[str], int, int]:
+            rules, docs, directives = persistence.delete_rule_sources(tx, scope, None, value)
             if not docs:
-                rules, docs, directives = rules_sql.delete_rule_sources(
-                    conn, scope, rule_key(value), None
+                rules, docs, directives = persistence.delete_rule_sources(
+                    tx, scope, rule_key(value), None
                 )
             return rules, docs, directives
 
-        rules, docs, directives = await self._ctx.store.db.write(remove)
+        rules, docs, directives = await self._ctx.store.write(remove)
         if docs:
             await self._refresh_after_write(scope, None)
         if not docs:

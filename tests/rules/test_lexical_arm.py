@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from memory_core.rules.candidates import lexical_queries, rule_condition_scores
 from memory_core.rules.index import build_index
+from memory_core.rules.persistence import RuleRow
 from memory_core.rules.scoring import content_stems, when_to_apply_match
 from memory_core.rules.service import RulesService
-from memory_core.storage.sqlite import rules as rules_sql
-from memory_core.storage.sqlite.rules import RuleRow
+from memory_core.scope import Scope
+from memory_core.storage.ports import LexicalQuery
 
 pytestmark = pytest.mark.anyio
 
@@ -25,8 +26,8 @@ def test_absent_terms_are_dropped_and_and_comes_first() -> None:
     queries = lexical_queries(["login", "task", "endpoint", "user"], rows, max_rows=1000)
     # "task" is in no row: it would empty the AND and adds nothing to the OR.
     assert queries == [
-        '"login" AND "endpoint" AND "user"',
-        '"login" OR "endpoint" OR "user"',
+        LexicalQuery(("login", "endpoint", "user"), "AND"),
+        LexicalQuery(("login", "endpoint", "user"), "OR"),
     ]
 
 
@@ -34,19 +35,21 @@ def test_the_or_pass_keeps_the_rarest_terms_within_the_row_cap() -> None:
     rows = {"secure": 37_000, "messages": 14_000, "property": 8_000, "error": 47_000}
     queries = lexical_queries(["secure", "error", "messages", "property"], rows, max_rows=25_000)
     assert queries == [
-        '"property" AND "messages" AND "secure" AND "error"',
-        '"property" OR "messages"',
+        LexicalQuery(("property", "messages", "secure", "error"), "AND"),
+        LexicalQuery(("property", "messages"), "OR"),
     ]
 
 
 def test_terms_too_common_for_an_or_pass_leave_only_the_and() -> None:
     rows = {"error": 47_000, "tests": 42_000}
-    assert lexical_queries(["error", "tests"], rows, max_rows=20_000) == ['"tests" AND "error"']
+    assert lexical_queries(["error", "tests"], rows, max_rows=20_000) == [
+        LexicalQuery(("tests", "error"), "AND")
+    ]
     assert lexical_queries(["error"], rows, max_rows=20_000) == []
 
 
 def test_one_term_and_no_terms() -> None:
-    assert lexical_queries(["login"], {"login": 2}, max_rows=10) == ['"login"']
+    assert lexical_queries(["login"], {"login": 2}, max_rows=10) == [LexicalQuery(("login",), "OR")]
     assert lexical_queries(["nothing"], {"nothing": 0}, max_rows=10) == []
     assert lexical_queries([], {}, max_rows=10) == []
 
@@ -60,44 +63,49 @@ def test_one_term_and_no_terms() -> None:
 def test_or_pass_never_exceeds_the_cap(rows: dict[str, int], cap: int) -> None:
     queries = lexical_queries(list(rows), rows, max_rows=cap)
     for query in queries:
-        if " AND " in query:
+        if query.operator == "AND":
             continue
-        terms = [t.strip('"') for t in query.split(" OR ")]
-        assert sum(rows[t] for t in terms) <= cap
-        assert all(rows[t] > 0 for t in terms)
+        assert sum(rows[t] for t in query.terms) <= cap
+        assert all(rows[t] > 0 for t in query.terms)
 
 
-async def test_fast_path_matches_the_joined_query(loaded: RulesService, project: Path) -> None:
-    # Other scopes hold the same rules; rows that tie on bm25 come in rowid order, so for the
-    # scope written last they crowd the over-fetched FTS rows and the fast path must fall
-    # back. Either way it has to agree with the exact joined query.
+async def test_crowded_scopes_do_not_starve_the_lexical_arm(
+    loaded: RulesService, project: Path
+) -> None:
+    # Other scopes hold the same rules; rows that tie on bm25 come in item-id order, so for
+    # the scope written last they crowd the over-fetched FTS rows. The arm's search must
+    # still find that scope's directives, in the same order as in the first scope.
     for scope in ("crowd-1", "crowd-2", "crowd-3", "crowd-4"):
         await loaded.upsert_markdown([str(project / "rules")], scope=scope)
-    matches = ['"sessions"', '"login" OR "endpoint"', '"hash" AND "passwords"', '"never"']
+    queries = [
+        LexicalQuery(("sessions",), "OR"),
+        LexicalQuery(("login", "endpoint"), "OR"),
+        LexicalQuery(("hash", "passwords"), "AND"),
+        LexicalQuery(("never",), "OR"),
+    ]
 
-    def both(conn: Any) -> list[tuple[Any, Any]]:
-        out = []
-        for match in matches:
-            for scope, limit in itertools.product(("s", "crowd-4"), (1, 2, 30)):
-                out.append(
-                    (
-                        rules_sql.directive_lexical_hits(conn, match, scope=scope, limit=limit),
-                        rules_sql.directive_lexical_search(conn, match, scope=scope, limit=limit),
-                    )
-                )
-        return out
+    def found(tx: Any, scope: str, query: LexicalQuery, limit: int) -> list[tuple[str, int]]:
+        hits = tx.lexical.search(query, Scope.of(scope), kinds=("directive",), limit=limit)
+        items = tx.items.get([h.item_id for h in hits])
+        return [(items[h.item_id].text, items[h.item_id].start_line) for h in hits]
 
-    pairs = await loaded._ctx.store.db.read(both)
-    assert any(fast for fast, _ in pairs)
-    for fast, exact in pairs:
-        assert fast == exact
+    def both(tx: Any) -> list[tuple[Any, Any]]:
+        return [
+            (found(tx, "s", query, limit), found(tx, "crowd-4", query, limit))
+            for query, limit in itertools.product(queries, (1, 2, 30))
+        ]
+
+    pairs = await loaded._ctx.store.read(both)
+    assert any(first for first, _ in pairs)
+    for first, crowded in pairs:
+        assert first == crowded
 
 
-async def test_row_counts_are_per_match(loaded: RulesService) -> None:
-    counts = await loaded._ctx.store.db.read(
-        rules_sql.match_row_counts, ['"passwords"', '"zzzunknown"', '"sessions"']
+async def test_row_counts_are_per_term(loaded: RulesService) -> None:
+    counts = await loaded._ctx.store.read(
+        lambda tx: tx.lexical.term_rows(["passwords", "zzzunknown", "sessions"])
     )
-    assert counts[0] >= 1 and counts[1] == 0 and counts[2] >= 1
+    assert counts["passwords"] >= 1 and counts["zzzunknown"] == 0 and counts["sessions"] >= 1
 
 
 _WORDS = ["adding", "changing", "login", "session", "token", "migration", "schema", "new", "api"]

@@ -216,12 +216,12 @@ async def test_list_and_show(loaded: RulesService) -> None:
 async def test_writes_rebuild_the_index_so_queries_do_not_pay_for_it(
     loaded: RulesService, memoir: Memoir, project: Path
 ) -> None:
-    from memory_core.storage.sqlite import rules as rules_sql
+    from memory_core.rules.persistence import graph_version
 
-    version = await memoir.store.db.read(rules_sql.graph_version, "s")
+    version = await memoir.store.read(lambda tx: graph_version(tx, "s"))
     assert loaded._indexes["s"].version == version
     await loaded.remove_rule("logging", scope="s")
-    version = await memoir.store.db.read(rules_sql.graph_version, "s")
+    version = await memoir.store.read(lambda tx: graph_version(tx, "s"))
     assert loaded._indexes["s"].version == version
     assert "logging" not in loaded._indexes["s"].rules
 

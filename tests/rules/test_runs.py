@@ -9,9 +9,10 @@ from typing import Any
 import anyio
 import pytest
 
+from memory_core.rules.persistence import QUERY_RUN_KIND, record_query_run
 from memory_core.rules.runs import RunRecorder
 from memory_core.rules.service import RulesService
-from memory_core.storage.sqlite import rules as rules_sql
+from memory_core.scope import Scope
 
 pytestmark = pytest.mark.anyio
 
@@ -101,16 +102,16 @@ async def test_a_failed_query_records_nothing(loaded: RulesService) -> None:
 
 
 async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesService) -> None:
-    db = loaded._ctx.store.db
-    recorder = RunRecorder(db, wait_s=0.01)
+    store = loaded._ctx.store
+    recorder = RunRecorder(store, wait_s=0.01)
     holding, release = threading.Event(), threading.Event()
 
-    def hold_the_writer(conn: Any) -> None:
+    def hold_the_writer(tx: Any) -> None:
         holding.set()
         release.wait(10)
 
     async with anyio.create_task_group() as group:
-        group.start_soon(db.write, hold_the_writer)
+        group.start_soon(store.write, hold_the_writer)
         await anyio.to_thread.run_sync(holding.wait, 10)
         # Returns although the writer is busy; the run waits in the queue.
         await recorder.record("s", "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
@@ -124,12 +125,14 @@ async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesServic
 
 
 async def test_old_runs_are_pruned(loaded: RulesService) -> None:
-    def insert(conn: Any, count: int) -> None:
+    def insert(tx: Any, count: int) -> None:
         for n in range(count):
-            rules_sql.record_query_run(conn, "p", f"2026-01-01T00:00:{n:02d}", 1.0, {}, keep=5)
+            record_query_run(tx, "p", f"2026-01-01T00:00:{n:02d}", 1.0, {}, keep=5)
 
-    await loaded._ctx.store.db.write(insert, 200)
-    kept = await loaded._ctx.store.db.read(rules_sql.list_query_runs, "p", 1000)
+    await loaded._ctx.store.write(lambda tx: insert(tx, 200))
+    kept = await loaded._ctx.store.read(
+        lambda tx: tx.log.runs(Scope.of("p"), kinds=(QUERY_RUN_KIND,), limit=1000)
+    )
     # Pruning runs every 100th insert and then keeps the newest five.
     assert len(kept) == 5
     assert kept[0].run_id == max(r.run_id for r in kept)

@@ -105,7 +105,7 @@ async def test_reingesting_an_unchanged_file_changes_nothing(
         "SELECT (SELECT group_concat(item_id || uid || updated_at) FROM item), "
         "(SELECT count(*) FROM relation), (SELECT count(*) FROM entity), "
         "(SELECT group_concat(updated_at) FROM resource), "
-        "(SELECT value FROM meta WHERE key = 'rules_graph_version:s')"
+        "(SELECT value FROM meta WHERE key = 'graph_version:s')"
     )
     before = await _rows(memoir, snapshot_sql)
 
@@ -370,3 +370,20 @@ async def test_failed_embeddings_keep_directives_searchable_by_keywords(
     result = await service.query_directives("hash passwords", scope="s")
     assert "semantic ranking unavailable" in " ".join(result.diagnostics.warnings)
     assert result.directives[0].text == "Hash passwords with the platform library"
+
+
+async def test_a_store_without_the_rule_ports_names_them_and_the_fix(
+    memoir: Memoir, project: Path
+) -> None:
+    import dataclasses
+
+    from memory_core.errors import ConfigError
+    from memory_core.storage.hierarchy_only import HierarchyOnlyStore
+    from memory_core.storage.url import parse_database_url
+
+    url = parse_database_url("mysql://root@127.0.0.1:3306/memoir")
+    ctx = dataclasses.replace(memoir.context, store=HierarchyOnlyStore(url))
+    with pytest.raises(ConfigError) as caught:
+        await RulesService(ctx, cwd=project).query_directives("Add a login endpoint", scope="s")
+    assert "graph, items, lexical, log, resources, vectors" in caught.value.message
+    assert "mysql" in caught.value.message and "sqlite:///" in (caught.value.hint or "")

