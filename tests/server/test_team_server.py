@@ -40,8 +40,8 @@ SERVERS = 3
 CLIENTS = 20
 MEMORIES_PER_CLIENT = 2
 BATCH = 7  # knowledge markers asked for in one query
-# The whole concurrent phase. It takes ~30 s on two idle cores; the bound leaves room for a
-# machine shared with other work (measured ~210 s at a load average of 24).
+# The whole concurrent phase, bounded. Measured only on the shared machine this was written
+# on: 210-340 s at load averages of 17-26 on two cores (most of it waiting for the CPU).
 _BOUND_S = 420
 # Correctness, not latency (timed targets live in bench/): a call may wait its turn on a
 # loaded machine past the default 30 s call timeout.
