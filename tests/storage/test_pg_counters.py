@@ -63,7 +63,9 @@ async def test_counts_are_exact_across_slots(pg_admin_url: str) -> None:
             ids = insert_items(a, [_item(i, t, "s") for i, t in enumerate(texts[:2])], vectors[:2])
         after_a = vector_stamp(b)
         with b.transaction():
-            ids += insert_items(b, [_item(i + 2, t, "s") for i, t in enumerate(texts[2:])], vectors[2:])
+            ids += insert_items(
+                b, [_item(i + 2, t, "s") for i, t in enumerate(texts[2:])], vectors[2:]
+            )
         after_b = vector_stamp(a)
         # Both writers' bumps count, store-wide and for their scope; another scope's stamp holds.
         assert len({stamps[0], after_a, after_b}) == 3
@@ -127,3 +129,44 @@ async def test_migration_moves_existing_counts_into_slots(pg_admin_url: str) -> 
         assert ("graph_version:s",) in meta
         assert not [k for (k,) in meta if k.startswith("vectors_generation")]
 
+
+async def test_concurrent_writers_of_one_slot_take_different_slots(pg_admin_url: str) -> None:
+    """Two open write transactions whose connections share a slot (pid % 16) do not share
+    counter rows: the second takes the next free slot instead of waiting for the first."""
+    import psycopg
+
+    from memory_core.storage.postgres.database import register_vector
+    from memory_core.storage.postgres.items import SLOTS, insert_items
+    from memory_core.storage.postgres.lexical import PgLexical
+
+    url = fresh_pg_database(pg_admin_url)
+    store = await open_store(url)
+    await store.ensure_embedder("hash:counters", DIM)
+    await store.close()
+    conns = [psycopg.connect(url, autocommit=True)]
+    while True:
+        conns.append(psycopg.connect(url, autocommit=True))
+        if conns[-1].info.backend_pid % SLOTS == conns[0].info.backend_pid % SLOTS:
+            break
+    a, b = conns[0], conns[-1]
+    try:
+        for conn in (a, b):
+            register_vector(conn)
+        vectors = unit_vectors(2)
+        a.execute("BEGIN")
+        insert_items(a, [_item(0, "shared words here", "s")], vectors[:1])
+        b.execute("BEGIN")
+        b.execute("SET LOCAL lock_timeout = '5s'")  # waiting on a's rows would fail here
+        insert_items(b, [_item(1, "shared words there", "s")], vectors[1:])
+        b.execute("COMMIT")
+        a.execute("COMMIT")
+        slots = a.execute(
+            "SELECT array_agg(slot ORDER BY slot) FROM lexical_term WHERE term = 'share'"
+        ).fetchone()
+        assert slots is not None and len(set(slots[0])) == 2
+        assert PgLexical(a).term_rows(["shared", "here", "there"]) == {
+            "shared": 2, "here": 1, "there": 1,
+        }  # fmt: skip
+    finally:
+        for conn in conns:
+            conn.close()

@@ -27,8 +27,8 @@ from memory_core.storage.server.items import (
 
 __all__ = [
     "ITEM_COLUMNS",
-    "TS_CONFIG",
     "SLOTS",
+    "TS_CONFIG",
     "PgItems",
     "bump_vector_generation",
     "delete_items",
@@ -42,10 +42,21 @@ __all__ = [
 Conn = psycopg.Connection[Any]
 
 TS_CONFIG = "memoir_english"
-# The counter slot of this connection (migration 0002): hot counters are split into 16 rows
-# so that concurrent writers rarely update the same one; readers sum the slots.
+# The counter slot of a writing transaction (migration 0002): hot counters are split into 16
+# rows and readers sum them, so any slot keeps the counts exact; the choice only decides who
+# waits for whom. A transaction takes the first slot, from its connection's own
+# (pg_backend_pid() % 16) on, that no other writing transaction holds (a transaction-scoped
+# advisory try-lock: never waits, re-entrant for the same transaction, released at commit);
+# up to 16 concurrent writers never share a counter row. When all are held it uses its own
+# and waits on the row locks as before.
 SLOTS = 16
-SLOT = f"mod(pg_backend_pid(), {SLOTS})"
+_SLOT_LOCK = 0x6D656D6F  # "memo": the advisory lock class of counter slots
+SLOT = (
+    f"coalesce((SELECT s FROM generate_series(0, {SLOTS - 1}) AS i, "
+    f"LATERAL (SELECT mod(pg_backend_pid() + i, {SLOTS}) AS s) AS c "
+    f"WHERE pg_try_advisory_xact_lock({_SLOT_LOCK}, s) LIMIT 1), "
+    f"mod(pg_backend_pid(), {SLOTS}))"
+)
 # The lexical document of an item: its text and its tags, as FTS5's two columns.
 _DOCUMENT = (
     "item.text || ' ' || coalesce((SELECT string_agg(t, ' ') "
