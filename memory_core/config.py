@@ -306,6 +306,16 @@ class ServerSettings(_Section):
     rate_limit_per_minute: int = Field(600, ge=0)
     call_timeout_s: float = Field(30.0, gt=0)
     extra_tools: bool = False
+    layer_file: str | None = Field(
+        None,
+        description="A memoir-layer.toml (relative: to the config file): with extra_tools, the "
+        "memorize / retrieve tools use this memory layer.",
+    )
+    layer_scope: dict[str, str] = Field(
+        default_factory=dict,
+        description="Scope values the layer tools fix (every boundary field): clients cannot "
+        "change them.",
+    )
     allowed_hosts: tuple[str, ...] = Field(
         (), description="Host headers accepted besides the bound address ('name:*' any port)."
     )
@@ -380,8 +390,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _anchor_workspaces(data: dict[str, Any], base: Path) -> None:
-    """Relative workspace folders in memoir.toml are relative to the file (``workspace = "."``
-    in a project's own memoir.toml names that project)."""
+    """Relative workspace folders (and the layer file) in memoir.toml are relative to the file
+    (``workspace = "."`` in a project's own memoir.toml names that project)."""
 
     def anchored(value: Any) -> Any:
         if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
@@ -392,6 +402,7 @@ def _anchor_workspaces(data: dict[str, Any], base: Path) -> None:
     if not isinstance(server, dict):
         return
     server["workspace"] = anchored(server.get("workspace"))
+    server["layer_file"] = anchored(server.get("layer_file"))
     if isinstance(server.get("workspaces"), list):
         server["workspaces"] = [anchored(v) for v in server["workspaces"]]
     auth = server.get("auth")

@@ -1,12 +1,14 @@
 """A memory layer described in a TOML file, for the CLI (``memoir memorize --layer FILE``).
 
     # memoir-layer.toml
-    store = "layer.db"                 # a SQLite file (relative to this file), or ":memory:"
+    store = "layer.db"                 # a SQLite file (relative to this file), ":memory:",
+                                       # or a postgresql://user@host:5432/db URL
+    # store_url_env = "LAYER_DB_URL"   # or: the environment variable holding that URL
     scope_fields = ["org_id", "user_id"]
     boundary_fields = ["org_id"]
     categories = ["Preferences", { name = "Work", description = "projects, deadlines" }]
     embedder = "local"                 # or "hash:256"
-    vector_index = "bruteforce"        # or "none"
+    vector_index = "bruteforce"        # or "none" ("pgvector", the default, on PostgreSQL)
 
     [llm_providers.default]
     model = "offline"
@@ -38,7 +40,7 @@ from memory_core.pipeline.service import MemoryService
 __all__ = ["open_layer_file", "parse_scope_pairs", "parse_selector_pairs"]
 
 _KEYS = {
-    "store", "scope_fields", "boundary_fields", "categories", "embedder", "vector_index",
+    "store", "store_url_env", "scope_fields", "boundary_fields", "categories", "embedder", "vector_index",
     "llm_providers", "role_profiles", "max_combinations", "max_vector_top_k",
     "max_rerank_candidates", "runner",
 }  # fmt: skip
@@ -78,7 +80,11 @@ def open_layer_file(path: Path) -> MemoryService:
     model = create_model("LayerScope", **{f: (str, ...) for f in fields})  # type: ignore[call-overload]
     store = str(data.get("store", "layer.db"))
     metadata: dict[str, Any]
-    if store == ":memory:":
+    if "store_url_env" in data:
+        metadata = {"provider": "postgres", "url_env": str(data["store_url_env"])}
+    elif store.split("://", 1)[0].lower() in ("postgresql", "postgres"):
+        metadata = {"provider": "postgres", "url": store}
+    elif store == ":memory:":
         metadata = {"provider": "memory"}
     else:
         location = Path(store)

@@ -29,6 +29,7 @@ from memory_core.pipeline.layer_ops import (
 from memory_core.pipeline.llm_calls import (
     ExtractedItems,
 )
+from memory_core.pipeline.preprocessing import preprocess_file
 from memory_core.pipeline.step_context import LLMHandle, StepContext, as_vector, exact_filter
 from memory_core.storage.layer import (
     ItemRow,
@@ -121,42 +122,35 @@ def ingest_resource(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHand
 
 
 def preprocess_multimodal(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
+    """Text out of a PDF, an image or a recording (:mod:`memory_core.pipeline.preprocessing`);
+    what cannot run is reported in ``missing_capabilities`` and the resource stays stored."""
     resource = state["resource"]
     mime = resource.get("mime") or ""
-    missing: list[dict[str, str]] = []
-    artifacts: dict[str, Any] = {}
-    text, segments = state.get("text", ""), state.get("segments", [])
-    if mime == "application/pdf":
-        try:
-            import pypdf  # type: ignore[import-not-found]
-        except ImportError:
-            missing.append(
-                {"capability": "pdf_text", "hint": "pip install pypdf to extract PDF text"}
-            )
-        else:
-            reader = pypdf.PdfReader(str(resource["uri"]).removeprefix("file://"))
-            pages = [page.extract_text() or "" for page in reader.pages]
-            parts, segments, offset = [], [], 0
-            for number, page_text in enumerate(pages, start=1):
-                segments.append({"page": number, "start": offset, "end": offset + len(page_text)})
-                parts.append(page_text)
-                offset += len(page_text) + 2
-            text = "\n\n".join(parts)
-            artifacts["pdf_text"] = {"pages": len(pages), "chars": len(text)}
-    elif mime.startswith("image/"):
-        missing.append(
-            {"capability": "ocr", "hint": "no local OCR engine or vision profile is configured"}
-        )
-    elif mime.startswith("audio/") or mime.startswith("video/"):
-        missing.append(
-            {"capability": "transcription", "hint": "no audio provider profile is configured"}
-        )
-    return {
-        "text": text,
-        "segments": segments,
-        "artifacts": artifacts,
-        "missing_capabilities": missing,
+    uri = resource.get("uri")
+    done = preprocess_file(lambda: _read_uri(str(uri)), mime, llm.profile) if uri else None
+    if done is None:
+        return {
+            "text": state.get("text", ""),
+            "segments": state.get("segments", []),
+            "artifacts": {},
+            "missing_capabilities": [],
+        }
+    produced: State = {
+        "text": done.text,
+        "segments": done.segments,
+        "artifacts": done.artifacts,
+        "missing_capabilities": done.missing,
     }
+    if done.usage:
+        produced["llm_usage"] = {**state.get("llm_usage", {}), spec.step_id: done.usage}
+    return produced
+
+
+def _page_at(segments: list[dict[str, Any]], offset: int) -> int | None:
+    for segment in segments:
+        if segment.get("page") is not None and segment["start"] <= offset < segment["end"]:
+            return int(segment["page"])
+    return None
 
 
 def extract_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
@@ -173,10 +167,14 @@ def extract_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle
         for item in out.items[:max_items]:
             start = text.find(item.quote) if item.quote else -1
             span = [start, start + len(item.quote)] if start >= 0 else None
+            evidence = {"resource_id": resource_id, "span": span, "quote": item.quote}
+            page = _page_at(state.get("segments", []), start)
+            if page is not None:
+                evidence["page"] = page
             found.append(
                 {
                     "text": item.text,
-                    "evidence": [{"resource_id": resource_id, "span": span, "quote": item.quote}],
+                    "evidence": [evidence],
                     "confidence": item.confidence,
                     "stability": item.stability,
                 }

@@ -380,6 +380,10 @@ def _register_extra_tools(app: MCPServer, host: ToolHost) -> None:
     from server.mcp_app.extra_tools import register_extra_tools
 
     register_extra_tools(app, host)
+    if host.runtime.settings.server.layer_file:  # issue 12: the memory layer's tools
+        from server.mcp_app.layer_tools import LayerHost, register_layer_tools
+
+        register_layer_tools(app, host, LayerHost(host.runtime.settings))
 
 
 async def _ingest_job(

@@ -1,4 +1,5 @@
-"""The memory-layer commands, run as a real subprocess on a real SQLite layer file."""
+"""The memory-layer commands, run as a real subprocess on a real SQLite file or PostgreSQL
+database named by the layer file."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.pipeline.conftest import fresh_pg_schema
+
 LAYER = """
-store = "layer.db"
 scope_fields = ["org_id", "user_id"]
 boundary_fields = ["org_id"]
 embedder = "hash:256"
@@ -39,8 +43,15 @@ def _json(result: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[typ
     return dict(json.loads(result.stdout))
 
 
-def test_memorize_retrieve_evolve_and_pipeline_commands(tmp_path: Path) -> None:
-    (tmp_path / "memoir-layer.toml").write_text(LAYER)
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_memorize_retrieve_evolve_and_pipeline_commands(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    if store == "postgres":
+        location = fresh_pg_schema(request.getfixturevalue("pg_admin_url"))
+    else:
+        location = "layer.db"
+    (tmp_path / "memoir-layer.toml").write_text(f"store = {json.dumps(location)}\n{LAYER}")
     chat = tmp_path / "chat.json"
     chat.write_text(
         json.dumps(
@@ -106,6 +117,7 @@ def test_memorize_retrieve_evolve_and_pipeline_commands(tmp_path: Path) -> None:
                         cwd=tmp_path))["revision"] == 5  # fmt: skip
     listed = _json(memoir("pipeline", "revisions", "--json", cwd=tmp_path))
     assert [r["revision"] for r in listed["revisions"]] == [1, 2, 3, 4, 5]
+    assert (tmp_path / "layer.db").exists() == (store == "sqlite")  # the store the file names
 
 
 def test_a_missing_layer_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -94,13 +95,9 @@ def test_a_failing_step_is_logged_with_its_cause_and_retries_are_counted(
     assert flaky_step["attempts"] == 2
 
 
-def test_the_async_twin_has_the_same_api(backend: str, tmp_path: object) -> None:
+def test_the_async_twin_has_the_same_api(layer_location: dict[str, Any]) -> None:
     async def scenario() -> None:
-        storage = (
-            {"metadata_store": {"provider": "sqlite", "path": f"{tmp_path}/a.db"}}
-            if backend == "sqlite"
-            else None
-        )
+        storage = {"metadata_store": layer_location}
         service = await AsyncMemoryService.create(
             scope_model=OrgScope,
             categories=CATEGORIES,

@@ -1,9 +1,9 @@
-"""The layer store port on both backends: scope filters, lexical quoting, vectors."""
+"""The layer store port on every backend: scope filters, lexical quoting, vectors."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,17 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_core.pipeline.extraction import query_terms
-from memory_core.storage.layer import InMemoryLayerStore, ItemRow, LayerStore
-from memory_core.storage.layer.sqlite import SqliteLayerStore
+from memory_core.storage.layer import ItemRow, LayerStore, open_layer_store
 
 FIELDS = ("org_id", "user_id")
 
 
 @pytest.fixture
-def store(backend: str, tmp_path: Path) -> Iterator[LayerStore]:
-    made: LayerStore = (
-        InMemoryLayerStore() if backend == "memory" else SqliteLayerStore(tmp_path / "s.db")
-    )
+def store(layer_location: dict[str, Any]) -> Iterator[LayerStore]:
+    made, _ = open_layer_store({"metadata_store": layer_location})
     made.provision(FIELDS, "create")
     rows = []
     for n, (org, user, text) in enumerate(

@@ -25,7 +25,7 @@ class SwappedScope(BaseModel):
 
 
 def test_service_meta_records_scope_schema_versions_and_redacted_providers(
-    make_service: ServiceFactory,
+    make_service: ServiceFactory, backend: str
 ) -> None:
     service = make_service(
         llm_providers={
@@ -41,7 +41,7 @@ def test_service_meta_records_scope_schema_versions_and_redacted_providers(
     assert len(meta["taxonomy_version"]) == 16
     assert meta["providers"]["llm"]["strong"]["api_key"] == {"env": "OPENAI_API_KEY"}
     assert meta["providers"]["storage"]["vector_index"] == {
-        "provider": "bruteforce",
+        "provider": "pgvector" if backend == "postgres" else "bruteforce",
         "inferred": True,
     }
     # the meta is persisted, not only held by this object
@@ -114,3 +114,68 @@ def test_sqlite_scope_fields_are_real_columns_and_the_prefix_of_every_composite_
             cols = [r[2] for r in conn.execute(f"PRAGMA index_info({index})")]
             assert cols[:2] == ["org_id", "user_id"], (table, index)
     conn.close()
+
+
+@pytest.mark.postgres
+def test_postgres_scope_fields_are_real_columns_and_the_prefix_of_every_composite_index(
+    layer_pg_url: str,
+) -> None:
+    import psycopg
+
+    service = MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": {"provider": "postgres", "url": layer_pg_url}},
+        embedder="hash:64",
+    )
+    service.memorize(ALICE, conversation=CHAT)  # the first vector types the column
+    service.close()
+    with psycopg.connect(layer_pg_url) as conn:
+        for table in ("layer_resource", "layer_item", "layer_category", "layer_intention"):
+            columns = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+                    "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                    (table,),
+                )
+            ]
+            assert columns[:2] == ["org_id", "user_id"], table
+            indexes = conn.execute(
+                "SELECT i.relname, am.amname, ix.indkey::int2[], ix.indisprimary, ix.indisunique "
+                "FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid "
+                "JOIN pg_am am ON am.oid = i.relam WHERE ix.indrelid = %s::regclass",
+                (table,),
+            ).fetchall()
+            composite = [r for r in indexes if r[1] == "btree" and len(r[2]) > 1]
+            assert composite, table
+            for name, _, keys, _, _ in composite:
+                assert list(keys[:2]) == [1, 2], (table, name)  # attnums of org_id, user_id
+        kinds = conn.execute(
+            "SELECT am.amname, pg_get_indexdef(i.oid) FROM pg_index ix "
+            "JOIN pg_class i ON i.oid = ix.indexrelid JOIN pg_am am ON am.oid = i.relam "
+            "WHERE ix.indrelid = 'layer_item'::regclass"
+        ).fetchall()
+        assert {"hnsw", "gin"} <= {k[0] for k in kinds}
+        dim = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'layer_item'::regclass AND attname = 'embedding'"
+        ).fetchone()
+        assert dim == ("vector(64)",)
+
+
+@pytest.mark.postgres
+def test_postgres_meta_never_records_the_password(layer_pg_url: str) -> None:
+    # the test server trusts local connections, so the password is carried but not checked
+    secret_url = layer_pg_url.replace("postgresql://postgres:@", "postgresql://postgres:s3cret@")
+    assert secret_url != layer_pg_url
+    service = MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": {"provider": "postgres", "url": secret_url}},
+        embedder="hash:64",
+    )
+    recorded = service.meta["providers"]["storage"]["metadata_store"]
+    service.close()
+    assert recorded["provider"] == "postgres"
+    assert "s3cret" not in str(recorded) and "***" in recorded["url"]

@@ -42,6 +42,7 @@ RESERVED_COLUMNS = frozenset(
         "evidence", "confidence", "stability", "version", "embedding", "status", "name",
         "description", "summary", "anchor_ids", "item_count", "goals", "constraints", "progress",
         "source_item_ids", "run_id", "body", "key", "value", "revision", "change", "pipelines",
+        "tsv", "lex_len", "seq",
     }
 )  # fmt: skip
 

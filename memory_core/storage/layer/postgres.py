@@ -1,0 +1,674 @@
+"""The PostgreSQL + pgvector layer store (seed 004 §11.3): the production path.
+
+Every core table gets the user's scope fields, in order, as ``TEXT COLLATE "C" NOT NULL``
+columns (byte order, as SQLite and the in-memory store sort), and every composite index starts
+with them. Items carry:
+
+- ``embedding vector``: untyped until the first vector arrives, then fixed to its dimension
+  with an HNSW index (inner product, as the brute-force stores score). A search whose scope
+  range has fewer than :data:`EXACT_BELOW` vectors scores them exactly (cheaper than the graph
+  and identical to brute force); a wider range walks the graph with pgvector's iterative scan
+  and falls back to exact scoring when the walk stops short of ``k`` rows.
+- ``tsv tsvector``: the text's tokens as the in-memory store splits them (``\\w+``, lowercased,
+  positions kept), written as a tsvector literal so PostgreSQL's own parser never re-splits
+  them, under a GIN index. Search is Okapi BM25 in SQL with the in-memory store's formula and
+  its statistics taken over the selector's scope range (no other scope moves a score).
+
+Each call is one transaction on a pooled connection (:class:`PgDatabase`: reconnects after a
+drop, retries a deadlock); provisioning holds an advisory lock so two processes opening a fresh
+database do not both create the tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import psycopg
+
+from memory_core.errors import ConfigError, SchemaError
+from memory_core.storage.layer.memory import lexical_tokens
+from memory_core.storage.layer.port import (
+    CategoryRow,
+    DdlMode,
+    IntentionRow,
+    ItemRow,
+    ResourceRow,
+    RevisionRow,
+    RunRow,
+    ScopeFilter,
+    ScopeValues,
+)
+from memory_core.storage.postgres.database import PgDatabase, PgVector
+from memory_core.storage.url import DatabaseURL, parse_database_url
+
+__all__ = [
+    "EXACT_BELOW",
+    "PostgresLayerStore",
+    "layer_pg_ddl",
+    "pg_scope_where",
+    "tsvector_literal",
+]
+
+T = TypeVar("T")
+Conn = psycopg.Connection[Any]
+_SCOPED_TABLES = ("layer_resource", "layer_item", "layer_category", "layer_intention")
+_LOCK_KEY = 0x6D656D6F6972_04  # "memoir" + layer schema
+# Exact scoring below this many vectors in the scope range: cheaper than the graph, and exact.
+EXACT_BELOW = 2_000
+_EF_SEARCH = 200
+_MAX_LEXEME_BYTES = 2_000  # PostgreSQL refuses lexemes over 2 KiB
+_MAX_POSITIONS = 256  # and keeps at most 256 positions per lexeme
+_K1 = 1.2
+_B = 0.75
+_ITEM_COLUMNS = (
+    "item_id, resource_id, text, evidence, confidence, stability, version, category_key, "
+    "status, embedding, created_at, updated_at"
+)
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def layer_pg_ddl(fields: Sequence[str]) -> list[str]:
+    """The statements that provision the layer's tables for scope ``fields`` (in order)."""
+    cols = ", ".join(f'{_q(f)} TEXT COLLATE "C" NOT NULL' for f in fields)
+    prefix = ", ".join(_q(f) for f in fields)
+    key = 'TEXT COLLATE "C"'
+    return [
+        f"CREATE TABLE IF NOT EXISTS layer_resource ({cols}, resource_id {key} PRIMARY KEY, "
+        "kind TEXT NOT NULL, uri TEXT, content TEXT, content_hash TEXT NOT NULL, mime TEXT, "
+        "metadata TEXT NOT NULL, artifacts TEXT NOT NULL, pipeline_revision INTEGER NOT NULL, "
+        "created_at DOUBLE PRECISION NOT NULL)",
+        "CREATE UNIQUE INDEX IF NOT EXISTS layer_resource_scope_hash ON layer_resource "
+        f"({prefix}, content_hash, pipeline_revision)",
+        f"CREATE TABLE IF NOT EXISTS layer_item ({cols}, item_id {key} NOT NULL UNIQUE, "
+        "resource_id TEXT NOT NULL, text TEXT NOT NULL, evidence TEXT NOT NULL, "
+        "confidence DOUBLE PRECISION NOT NULL, stability TEXT NOT NULL, version INTEGER NOT NULL, "
+        f"category_key {key}, status TEXT NOT NULL, embedding vector, tsv tsvector NOT NULL, "
+        "lex_len INTEGER NOT NULL, created_at DOUBLE PRECISION NOT NULL, "
+        "updated_at DOUBLE PRECISION NOT NULL)",
+        # INCLUDE lex_len: the BM25 statistics of a scope range are an index-only scan.
+        "CREATE INDEX IF NOT EXISTS layer_item_scope_status ON layer_item "
+        f"({prefix}, status) INCLUDE (lex_len)",
+        "CREATE INDEX IF NOT EXISTS layer_item_scope_category ON layer_item "
+        f"({prefix}, category_key)",
+        "CREATE INDEX IF NOT EXISTS layer_item_tsv ON layer_item USING gin (tsv)",
+        f"CREATE TABLE IF NOT EXISTS layer_category ({cols}, category_key {key} NOT NULL, "
+        "name TEXT NOT NULL, description TEXT NOT NULL, summary TEXT NOT NULL, "
+        "anchor_ids TEXT NOT NULL, item_count INTEGER NOT NULL, "
+        "updated_at DOUBLE PRECISION NOT NULL)",
+        "CREATE UNIQUE INDEX IF NOT EXISTS layer_category_scope_key ON layer_category "
+        f"({prefix}, category_key)",
+        f"CREATE TABLE IF NOT EXISTS layer_intention ({cols}, version INTEGER NOT NULL, "
+        "goals TEXT NOT NULL, constraints TEXT NOT NULL, progress TEXT NOT NULL, "
+        "source_item_ids TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)",
+        "CREATE UNIQUE INDEX IF NOT EXISTS layer_intention_scope_version ON layer_intention "
+        f"({prefix}, version)",
+        "CREATE TABLE IF NOT EXISTS layer_revision (revision INTEGER PRIMARY KEY, "
+        "change TEXT NOT NULL, pipelines TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS layer_run (seq BIGINT GENERATED ALWAYS AS IDENTITY, "
+        f"run_id {key} PRIMARY KEY, kind TEXT NOT NULL, body TEXT NOT NULL, "
+        "created_at DOUBLE PRECISION NOT NULL)",
+    ]
+
+
+def pg_scope_where(selector: ScopeFilter, alias: str = "") -> tuple[str, list[Any]]:
+    """``(sql, params)`` for a selector: ``field = %s`` / ``field = ANY(%s)``; ANY adds nothing."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for name, allowed in selector.items():
+        if allowed is None:
+            continue
+        column = alias + _q(name)
+        if not allowed:
+            parts.append("false")
+        elif len(allowed) == 1:
+            parts.append(f"{column} = %s")
+            params.append(allowed[0])
+        else:
+            parts.append(f"{column} = ANY(%s::text[])")
+            params.append(list(allowed))
+    return (" AND ".join(parts) or "true"), params
+
+
+def _lexeme(token: str) -> str:
+    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _usable(token: str) -> bool:
+    return 0 < len(token.encode()) <= _MAX_LEXEME_BYTES and "\x00" not in token
+
+
+def tsvector_literal(text: str) -> tuple[str, int]:
+    """``text``'s tokens (as the in-memory store splits them) as a tsvector literal, and their
+    count (the BM25 document length)."""
+    tokens = lexical_tokens(text)
+    positions: dict[str, list[int]] = defaultdict(list)
+    for at, token in enumerate(tokens, start=1):
+        if _usable(token) and len(positions[token]) < _MAX_POSITIONS:
+            positions[token].append(min(at, 16_383))
+    body = " ".join(f"{_lexeme(t)}:{','.join(map(str, p))}" for t, p in positions.items() if p)
+    return body, len(tokens)
+
+
+def _clean(text: str | None) -> str | None:
+    # PostgreSQL text cannot hold NUL; SQLite and the in-memory store keep it. U+FFFD marks
+    # where one was rather than failing the whole memorize.
+    return None if text is None else text.replace("\x00", "\ufffd")
+
+
+class PostgresLayerStore:
+    """The layer port on one PostgreSQL database (``postgresql://…``) with pgvector."""
+
+    backend = "postgres"
+
+    def __init__(
+        self,
+        url: str | DatabaseURL,
+        *,
+        vectors: bool = True,
+        pool_size: int = 4,
+        exact_below: int = EXACT_BELOW,
+    ) -> None:
+        parsed = parse_database_url(url) if isinstance(url, str) else url
+        if parsed.backend != "postgresql":
+            raise ConfigError(
+                f"{parsed.redacted()} is not a PostgreSQL URL",
+                hint="use postgresql://user@host:5432/dbname",
+            )
+        self.url = parsed
+        self.vector_capable = vectors
+        self._db = PgDatabase(parsed, pool_size=pool_size)
+        self._fields: tuple[str, ...] = ()
+        self._dimension: int | None = None
+        self.exact_below = exact_below  # scope ranges with fewer vectors are scored exactly
+
+    @property
+    def location(self) -> str:
+        """The database, password redacted (what the service records and shows)."""
+        return self.url.redacted()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _write(self, work: Callable[[Conn], T]) -> T:
+        return self._db.run_sync(work, write=True)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._db.run_sync(
+            lambda c: list(c.execute(sql, list(params)).fetchall()), write=False
+        )
+
+    def _regclass(self, name: str) -> bool:
+        rows = self._read("SELECT to_regclass(%s) IS NOT NULL", [name])
+        return bool(rows[0][0])
+
+    def _columns(self, table: str) -> list[str]:
+        rows = self._read(
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+            "AND NOT attisdropped ORDER BY attnum",
+            [table],
+        )
+        return [str(r[0]) for r in rows]
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def provision(self, fields: Sequence[str], mode: DdlMode) -> None:
+        fields = tuple(fields)
+        if mode == "create":
+
+            def create(conn: Conn) -> None:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                for statement in layer_pg_ddl(fields):
+                    conn.execute(statement.encode())
+
+            self._ensure_extension()
+            self._ensure_meta_table()
+            self._write(create)
+        for table in _SCOPED_TABLES:
+            if not self._regclass(table):
+                raise SchemaError(
+                    f"ddl_mode='validate' but table {table!r} is missing from {self.location}",
+                    hint="create the service once with ddl_mode='create'",
+                )
+            head = self._columns(table)[: len(fields)]
+            if tuple(head) != fields:
+                raise SchemaError(
+                    f"table {table!r} in {self.location} has scope columns {head}, "
+                    f"the scope model declares {list(fields)}",
+                    hint="use the scope model the database was created with, or a new database",
+                )
+        self._fields = fields
+        self._dimension = self._stored_dimension()
+
+    def _ensure_extension(self) -> None:
+        def create(conn: Conn) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+        try:
+            self._write(create)
+        except Exception as exc:
+            if "vector" not in str(exc) and "extension" not in str(exc):
+                raise
+            raise SchemaError(
+                f"PostgreSQL at {self.location} has no pgvector extension: "
+                f"{str(exc).strip().splitlines()[0]}",
+                hint="install pgvector on the server (the postgresql-<version>-pgvector package) "
+                "and let the URL's user run CREATE EXTENSION vector, or use the sqlite provider",
+            ) from exc
+
+    def _stored_dimension(self) -> int | None:
+        rows = self._read(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('layer_item') "
+            "AND attname = 'embedding'"
+        )
+        return int(rows[0][0]) if rows and int(rows[0][0]) > 0 else None
+
+    def _fix_dimension(self, dimension: int) -> None:
+        """Type the embedding column at ``dimension`` and build its HNSW index (first vector)."""
+
+        def work(conn: Conn) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            row = conn.execute(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'layer_item'::regclass "
+                "AND attname = 'embedding'"
+            ).fetchone()
+            if row is not None and int(row[0]) > 0:
+                return  # another process got here first
+            conn.execute(
+                f"ALTER TABLE layer_item ALTER COLUMN embedding TYPE vector({int(dimension)})"
+            )
+            conn.execute(
+                "CREATE INDEX IF NOT EXISTS layer_item_hnsw ON layer_item "
+                "USING hnsw (embedding vector_ip_ops)"
+            )
+
+        self._write(work)
+        self._dimension = self._stored_dimension()
+
+    def _vector(self, vector: np.ndarray) -> PgVector:
+        array = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if self._dimension is None:
+            self._fix_dimension(int(array.shape[0]))
+        if array.shape[0] != self._dimension:
+            raise ConfigError(
+                f"an embedding has {array.shape[0]} dimensions but the layer's vectors in "
+                f"{self.location} have {self._dimension}",
+                hint="open the layer with the embedder it was created with "
+                "(service_meta records it), or use a new database",
+            )
+        return PgVector(array)
+
+    def _ensure_meta_table(self) -> None:
+        self._write(
+            lambda c: c.execute(
+                "CREATE TABLE IF NOT EXISTS layer_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+        )
+
+    def get_meta(self) -> dict[str, Any] | None:
+        if not self._regclass("layer_meta"):
+            return None
+        rows = self._read("SELECT value FROM layer_meta WHERE key = 'service_meta'")
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_meta(self, meta: Mapping[str, Any]) -> None:
+        self._ensure_meta_table()
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO layer_meta(key, value) VALUES ('service_meta', %s) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [json.dumps(dict(meta), sort_keys=True)],
+            )
+        )
+
+    def _scope_of(self, row: Sequence[Any]) -> ScopeValues:
+        return {f: str(v) for f, v in zip(self._fields, row[: len(self._fields)], strict=True)}
+
+    def _scope_params(self, scope: ScopeValues) -> list[str]:
+        return [scope[f] for f in self._fields]
+
+    def _cols(self, alias: str = "") -> str:
+        return ", ".join(alias + _q(f) for f in self._fields)
+
+    def _marks(self, extra: int) -> str:
+        return ", ".join(["%s"] * (len(self._fields) + extra))
+
+    # -- resources --------------------------------------------------------------------------
+
+    def find_resource(
+        self, scope: ScopeValues, content_hash: str, revision: int
+    ) -> ResourceRow | None:
+        where, params = pg_scope_where({k: (v,) for k, v in scope.items()})
+        rows = self._read(
+            f"SELECT {self._cols()}, resource_id, kind, uri, content, content_hash, mime, "
+            f"metadata, artifacts, pipeline_revision, created_at FROM layer_resource "
+            f"WHERE {where} AND content_hash = %s AND pipeline_revision = %s",
+            [*params, content_hash, revision],
+        )
+        if not rows:
+            return None
+        r = rows[0][len(self._fields) :]
+        return ResourceRow(
+            resource_id=r[0],
+            scope=self._scope_of(rows[0]),
+            kind=r[1],
+            uri=r[2],
+            content=r[3],
+            content_hash=r[4],
+            mime=r[5],
+            metadata=json.loads(r[6]),
+            artifacts=json.loads(r[7]),
+            pipeline_revision=r[8],
+            created_at=r[9],
+        )
+
+    def add_resource(self, row: ResourceRow) -> None:
+        self._write(
+            lambda c: c.execute(
+                f"INSERT INTO layer_resource ({self._cols()}, resource_id, kind, uri, content, "
+                "content_hash, mime, metadata, artifacts, pipeline_revision, created_at) "
+                f"VALUES ({self._marks(10)}) ON CONFLICT DO NOTHING",
+                [
+                    *self._scope_params(row.scope),
+                    row.resource_id,
+                    row.kind,
+                    _clean(row.uri),
+                    _clean(row.content),
+                    row.content_hash,
+                    row.mime,
+                    json.dumps(row.metadata),
+                    json.dumps(row.artifacts),
+                    row.pipeline_revision,
+                    row.created_at,
+                ],
+            )
+        )
+
+    # -- items ------------------------------------------------------------------------------
+
+    def upsert_items(self, rows: Sequence[ItemRow]) -> None:
+        if not rows:
+            return
+        values = []
+        for row in rows:
+            text = _clean(row.text) or ""
+            tsv, length = tsvector_literal(text)
+            vector = None if row.embedding is None else self._vector(row.embedding)
+            values.append(
+                [
+                    *self._scope_params(row.scope), row.item_id, row.resource_id, text,
+                    json.dumps(row.evidence), row.confidence, row.stability, row.version,
+                    row.category_key, row.status, vector, row.created_at, row.updated_at, tsv,
+                    length,
+                ]
+            )  # fmt: skip
+        sql = (
+            f"INSERT INTO layer_item ({self._cols()}, {_ITEM_COLUMNS}, tsv, lex_len) "
+            f"VALUES ({self._marks(14)}) ON CONFLICT (item_id) DO UPDATE SET "
+            "text=excluded.text, evidence=excluded.evidence, confidence=excluded.confidence, "
+            "stability=excluded.stability, version=excluded.version, "
+            "category_key=excluded.category_key, status=excluded.status, "
+            "embedding=excluded.embedding, tsv=excluded.tsv, lex_len=excluded.lex_len, "
+            "updated_at=excluded.updated_at"
+        )
+        self._write(lambda c: c.cursor().executemany(sql, values))
+
+    def _item_select(self) -> str:
+        return f"SELECT {self._cols()}, {_ITEM_COLUMNS} FROM layer_item"
+
+    def _item(self, row: Sequence[Any]) -> ItemRow:
+        r = row[len(self._fields) :]
+        return ItemRow(
+            item_id=r[0],
+            scope=self._scope_of(row),
+            resource_id=r[1],
+            text=r[2],
+            evidence=json.loads(r[3]),
+            confidence=r[4],
+            stability=r[5],
+            version=r[6],
+            category_key=r[7],
+            status=r[8],
+            embedding=None if r[9] is None else np.asarray(r[9], dtype=np.float32),
+            created_at=r[10],
+            updated_at=r[11],
+        )
+
+    def items(
+        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
+    ) -> list[ItemRow]:
+        where, params = pg_scope_where(selector)
+        sql = f"{self._item_select()} WHERE {where}"
+        if status is not None:
+            sql += " AND status = %s"
+            params.append(status)
+        sql += " ORDER BY created_at, item_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [self._item(r) for r in self._read(sql, params)]
+
+    def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]:
+        if not item_ids:
+            return []
+        found = {
+            row.item_id: row
+            for row in (
+                self._item(r)
+                for r in self._read(
+                    f"{self._item_select()} WHERE item_id = ANY(%s::text[])", [list(item_ids)]
+                )
+            )
+        }
+        return [found[i] for i in item_ids if i in found]
+
+    def count_items(self, selector: ScopeFilter) -> int:
+        where, params = pg_scope_where(selector)
+        rows = self._read(
+            f"SELECT count(*) FROM layer_item WHERE {where} AND status = 'active'", params
+        )
+        return int(rows[0][0])
+
+    def vector_search(
+        self, selector: ScopeFilter, vector: np.ndarray, k: int
+    ) -> list[tuple[str, float]]:
+        if k <= 0 or self._dimension is None:
+            return []
+        query = self._vector(vector)
+        where, params = pg_scope_where(selector)
+        source = f"FROM layer_item WHERE {where} AND status = 'active' AND embedding IS NOT NULL"
+
+        def search(conn: Conn) -> list[Any]:
+            row = conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 {source} LIMIT {int(self.exact_below)}) AS m",
+                params,
+            ).fetchone()
+            exact = row is not None and int(row[0]) < self.exact_below
+            if not exact:
+                conn.execute(
+                    "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; "
+                    f"SET LOCAL hnsw.ef_search = {max(_EF_SEARCH, min(1000, 4 * int(k)))}"
+                )
+                rows = conn.execute(
+                    f"SELECT item_id, embedding <#> %s AS distance {source} "
+                    "ORDER BY embedding <#> %s LIMIT %s",
+                    (query, *params, query, int(k)),
+                ).fetchall()
+                if len(rows) >= k:
+                    return rows
+            # ``+ 0`` keeps the planner off the HNSW index: every row of the range is scored.
+            return conn.execute(
+                f"SELECT item_id, (embedding <#> %s) + 0 AS distance {source} "
+                "ORDER BY distance, item_id LIMIT %s",
+                (query, *params, int(k)),
+            ).fetchall()
+
+        rows = self._db.run_sync(search, write=False)
+        ranked = sorted((float(r[1]), str(r[0])) for r in rows)
+        return [(item_id, -distance) for distance, item_id in ranked]
+
+    def lexical_search(
+        self, selector: ScopeFilter, terms: Sequence[str], k: int
+    ) -> list[tuple[str, float]]:
+        lexemes = list(
+            dict.fromkeys(t for term in terms for t in lexical_tokens(term) if _usable(t))
+        )
+        if not lexemes or k <= 0:
+            return []
+        where, params = pg_scope_where(selector)
+        tsquery = " | ".join(_lexeme(t) for t in lexemes)
+        rows = self._read(
+            "WITH st AS (SELECT count(*)::float8 AS n, "
+            "greatest(coalesce(avg(lex_len), 0)::float8, 1e-9) AS avgdl "
+            f"FROM layer_item WHERE {where} AND status = 'active'), "
+            "hit AS MATERIALIZED (SELECT item_id, lex_len, tsv FROM layer_item "
+            f"WHERE tsv @@ %s::tsquery AND {where} AND status = 'active'), "
+            "tf AS (SELECT hit.item_id, hit.lex_len, u.lexeme, "
+            "coalesce(array_length(u.positions, 1), 1)::float8 AS tf "
+            "FROM hit CROSS JOIN LATERAL unnest(hit.tsv) AS u WHERE u.lexeme = ANY(%s::text[])), "
+            "df AS (SELECT lexeme, count(*)::float8 AS df FROM tf GROUP BY lexeme) "
+            "SELECT tf.item_id, sum(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * tf.tf * %s "
+            "/ (tf.tf + %s * (1 - %s + %s * tf.lex_len / st.avgdl))) AS score "
+            "FROM tf JOIN df USING (lexeme) CROSS JOIN st "
+            "GROUP BY tf.item_id ORDER BY score DESC, tf.item_id LIMIT %s",
+            [*params, tsquery, *params, lexemes, _K1 + 1, _K1, _B, _B, int(k)],
+        )
+        return [(str(r[0]), float(r[1])) for r in rows]
+
+    # -- categories, intentions -------------------------------------------------------------
+
+    def upsert_categories(self, rows: Sequence[CategoryRow]) -> None:
+        if not rows:
+            return
+        sql = (
+            f"INSERT INTO layer_category ({self._cols()}, category_key, name, description, "
+            f"summary, anchor_ids, item_count, updated_at) VALUES ({self._marks(7)}) "
+            f"ON CONFLICT ({self._cols()}, category_key) DO UPDATE SET name=excluded.name, "
+            "description=excluded.description, summary=excluded.summary, "
+            "anchor_ids=excluded.anchor_ids, item_count=excluded.item_count, "
+            "updated_at=excluded.updated_at"
+        )
+        values = [
+            [
+                *self._scope_params(row.scope),
+                row.category_key,
+                _clean(row.name),
+                _clean(row.description),
+                _clean(row.summary),
+                json.dumps(row.anchor_ids),
+                row.item_count,
+                row.updated_at,
+            ]
+            for row in rows
+        ]
+        self._write(lambda c: c.cursor().executemany(sql, values))
+
+    def categories(self, selector: ScopeFilter) -> list[CategoryRow]:
+        where, params = pg_scope_where(selector)
+        rows = self._read(
+            f"SELECT {self._cols()}, category_key, name, description, summary, anchor_ids, "
+            f"item_count, updated_at FROM layer_category WHERE {where} "
+            f"ORDER BY {self._cols()}, category_key",
+            params,
+        )
+        out = []
+        for row in rows:
+            r = row[len(self._fields) :]
+            out.append(
+                CategoryRow(
+                    scope=self._scope_of(row),
+                    category_key=r[0],
+                    name=r[1],
+                    description=r[2],
+                    summary=r[3],
+                    anchor_ids=json.loads(r[4]),
+                    item_count=r[5],
+                    updated_at=r[6],
+                )
+            )
+        return out
+
+    def add_intention(self, row: IntentionRow) -> None:
+        self._write(
+            lambda c: c.execute(
+                f"INSERT INTO layer_intention ({self._cols()}, version, goals, constraints, "
+                f"progress, source_item_ids, created_at) VALUES ({self._marks(6)})",
+                [
+                    *self._scope_params(row.scope),
+                    row.version,
+                    json.dumps(row.goals),
+                    json.dumps(row.constraints),
+                    json.dumps(row.progress),
+                    json.dumps(row.source_item_ids),
+                    row.created_at,
+                ],
+            )
+        )
+
+    def latest_intentions(self, selector: ScopeFilter) -> list[IntentionRow]:
+        where, params = pg_scope_where(selector)
+        rows = self._read(
+            f"SELECT DISTINCT ON ({self._cols()}) {self._cols()}, version, goals, constraints, "
+            f"progress, source_item_ids, created_at FROM layer_intention WHERE {where} "
+            f"ORDER BY {self._cols()}, version DESC",
+            params,
+        )
+        return [
+            IntentionRow(
+                scope=self._scope_of(row),
+                version=r[0],
+                goals=json.loads(r[1]),
+                constraints=json.loads(r[2]),
+                progress=json.loads(r[3]),
+                source_item_ids=json.loads(r[4]),
+                created_at=r[5],
+            )
+            for row in rows
+            for r in [row[len(self._fields) :]]
+        ]
+
+    # -- revisions, runs --------------------------------------------------------------------
+
+    def add_revision(self, row: RevisionRow) -> None:
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO layer_revision(revision, change, pipelines, created_at) "
+                "VALUES (%s, %s, %s, %s)",
+                [row.revision, _clean(row.change), json.dumps(row.pipelines), row.created_at],
+            )
+        )
+
+    def revisions(self) -> list[RevisionRow]:
+        return [
+            RevisionRow(revision=r[0], change=r[1], pipelines=json.loads(r[2]), created_at=r[3])
+            for r in self._read(
+                "SELECT revision, change, pipelines, created_at FROM layer_revision "
+                "ORDER BY revision"
+            )
+        ]
+
+    def add_run(self, row: RunRow) -> None:
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO layer_run(run_id, kind, body, created_at) VALUES (%s, %s, %s, %s)",
+                [row.run_id, row.kind, json.dumps(row.body), row.created_at],
+            )
+        )
+
+    def runs(self, limit: int = 50) -> list[RunRow]:
+        return [
+            RunRow(run_id=r[0], kind=r[1], body=json.loads(r[2]), created_at=r[3])
+            for r in self._read(
+                "SELECT run_id, kind, body, created_at FROM layer_run "
+                "ORDER BY created_at DESC, seq DESC LIMIT %s",
+                [limit],
+            )
+        ]
+
+    def close(self) -> None:
+        self._db.close_all()

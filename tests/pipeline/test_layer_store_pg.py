@@ -1,0 +1,140 @@
+"""What only the PostgreSQL layer store does: the HNSW path of wide scope ranges (filtered),
+BM25 that agrees with the in-memory store, and its refusals (dimension, missing URL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from memory_core.errors import ConfigError
+from memory_core.storage.layer import InMemoryLayerStore, ItemRow, open_layer_store
+from memory_core.storage.layer.postgres import PostgresLayerStore
+
+pytestmark = pytest.mark.postgres
+FIELDS = ("org_id", "user_id")
+DIM = 16
+
+
+def _unit(rng: np.random.Generator, count: int) -> np.ndarray:
+    matrix = rng.normal(size=(count, DIM)).astype(np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def pg(layer_pg_url: str) -> Iterator[PostgresLayerStore]:
+    store = PostgresLayerStore(layer_pg_url, exact_below=100)
+    store.provision(FIELDS, "create")
+    yield store
+    store.close()
+
+
+def test_a_wide_range_walks_the_hnsw_graph_and_never_leaves_its_scopes(
+    pg: PostgresLayerStore,
+) -> None:
+    rng = np.random.default_rng(3)
+    vectors = _unit(rng, 600)
+    rows = [
+        ItemRow(f"i{n:04d}", {"org_id": "acme" if n % 3 else "evil", "user_id": f"u{n % 7}"},
+                "r", f"text {n}", [], 0.5, "stable", embedding=vectors[n])
+        for n in range(600)
+    ]  # fmt: skip
+    pg.upsert_items(rows)
+    acme = {"org_id": ("acme",), "user_id": None}
+    in_acme = [r for r in rows if r.scope["org_id"] == "acme"]  # 400 > exact_below: HNSW
+    matrix = np.vstack([r.embedding for r in in_acme if r.embedding is not None])
+    hits_total = 0
+    for query in _unit(rng, 20):
+        hits = pg.vector_search(acme, query, 10)
+        assert len(hits) == 10
+        assert {h[0] for h in hits} <= {r.item_id for r in in_acme}
+        truth = {in_acme[i].item_id for i in np.argsort(-(matrix @ query))[:10]}
+        hits_total += len(truth & {h[0] for h in hits})
+        scores = [h[1] for h in hits]
+        assert scores == sorted(scores, reverse=True)
+    assert hits_total / 200 >= 0.9  # recall@10 of the graph walk against brute force
+    # a narrow range inside it (one user: < exact_below) is scored exactly, as brute force
+    one = {"org_id": ("acme",), "user_id": ("u1",)}
+    mine = [r for r in in_acme if r.scope["user_id"] == "u1"]
+    query = _unit(rng, 1)[0]
+    exact = sorted(((float(r.embedding @ query), r.item_id) for r in mine if r.embedding is not None),
+                   reverse=True)[:5]  # fmt: skip
+    got = pg.vector_search(one, query, 5)
+    assert [h[0] for h in got] == [i for _, i in exact]
+    assert np.allclose([h[1] for h in got], [s for s, _ in exact], atol=1e-5)
+
+
+def test_a_wide_range_with_few_active_rows_still_returns_every_one(pg: PostgresLayerStore) -> None:
+    rng = np.random.default_rng(5)
+    vectors = _unit(rng, 300)
+    # 290 superseded rows and 10 active ones: the status filter starves a plain graph walk
+    rows = [
+        ItemRow(f"i{n:03d}", {"org_id": "acme", "user_id": "u"}, "r", f"t {n}", [], 0.5,
+                "stable", status="active" if n < 10 else "superseded", embedding=vectors[n])
+        for n in range(300)
+    ]  # fmt: skip
+    pg.upsert_items(rows)
+    pg.exact_below = 5  # the range (10 active rows) counts as wide: the graph is walked first
+    hits = pg.vector_search({"org_id": ("acme",), "user_id": None}, vectors[0], 20)
+    assert sorted(h[0] for h in hits) == [f"i{n:03d}" for n in range(10)]
+
+
+def test_bm25_agrees_with_the_in_memory_store(pg: PostgresLayerStore) -> None:
+    memory = InMemoryLayerStore()
+    memory.provision(FIELDS, "create")
+    texts = [
+        "green tea in the afternoon, green tea always",
+        "coffee with oat milk in the morning",
+        "tea ceremony notes from Kyoto",
+        "the payments API ships before March",
+        "oat milk and green smoothies",
+        "Ünïcode wörds and naïve café",
+    ]
+    rows = [
+        ItemRow(f"i{n}", {"org_id": "acme", "user_id": f"u{n % 2}"}, "r", t, [], 0.5, "stable")
+        for n, t in enumerate(texts)
+    ]
+    rows.append(ItemRow("x", {"org_id": "evil", "user_id": "e"}, "r", "tea " * 50, [], 0.5, "s"))
+    pg.upsert_items(rows)
+    memory.upsert_items(rows)
+    acme = {"org_id": ("acme",), "user_id": None}
+    for terms in (["green", "tea"], ["oat", "milk", "morning"], ["café", "wörds"], ["absent"]):
+        ours = pg.lexical_search(acme, terms, 10)
+        theirs = memory.lexical_search(acme, terms, 10)
+        assert [h[0] for h in ours] == [h[0] for h in theirs], terms
+        assert np.allclose([h[1] for h in ours], [h[1] for h in theirs], rtol=1e-6), terms
+
+
+def test_a_vector_of_another_dimension_is_refused_naming_both(pg: PostgresLayerStore) -> None:
+    row = ItemRow("a", {"org_id": "o", "user_id": "u"}, "r", "t", [], 0.5, "s",
+                  embedding=np.ones(DIM, dtype=np.float32) / 4)  # fmt: skip
+    pg.upsert_items([row])
+    row.embedding = np.ones(DIM + 1, dtype=np.float32)
+    with pytest.raises(ConfigError, match=rf"has {DIM + 1} dimensions.*have {DIM}"):
+        pg.upsert_items([row])
+
+
+def test_postgres_needs_a_url_and_a_set_url_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="needs a url or url_env"):
+        open_layer_store({"metadata_store": {"provider": "postgres"}})
+    monkeypatch.delenv("LAYER_TEST_URL", raising=False)
+    with pytest.raises(ConfigError, match="'LAYER_TEST_URL', which is not set"):
+        open_layer_store({"metadata_store": {"provider": "postgres", "url_env": "LAYER_TEST_URL"}})
+    with pytest.raises(ConfigError, match="'bruteforce' does not serve the 'postgres' store"):
+        open_layer_store(
+            {
+                "metadata_store": {"provider": "postgres", "url": "postgresql://h/db"},
+                "vector_index": {"provider": "bruteforce"},
+            }
+        )
+
+
+def test_url_env_is_recorded_by_name(layer_pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAYER_TEST_URL", layer_pg_url)
+    store, recorded = open_layer_store(
+        {"metadata_store": {"provider": "postgres", "url_env": "LAYER_TEST_URL"}}
+    )
+    store.close()
+    assert recorded["metadata_store"]["url_env"] == "LAYER_TEST_URL"
+    assert recorded["vector_index"] == {"provider": "pgvector", "inferred": True}

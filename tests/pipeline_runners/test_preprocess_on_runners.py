@@ -1,0 +1,100 @@
+"""A PDF and an image go through the preprocess step on every runner with the same result:
+the step's state (page segments, artifacts, missing capabilities) crosses Burr's persisted
+state and Temporal's JSON payloads intact."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pydantic_ai.models
+import pytest
+from fpdf import FPDF
+from PIL import Image, ImageDraw, ImageFont
+
+from memory_core.pipeline.contract import Runner, SyncRunner
+from memory_core.pipeline.runners.burr_runner import BurrRunner
+from memory_core.pipeline.service import MemoryService
+from memory_core.storage.layer import InMemoryLayerStore
+from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
+
+PAGES = [
+    "The quarterly budget review is scheduled for the third week of March.",
+    "Our team must migrate the billing service to PostgreSQL before the summer release.",
+]
+
+
+@pytest.fixture(autouse=True)
+def no_real_model_requests() -> Iterator[None]:
+    previous = pydantic_ai.models.ALLOW_MODEL_REQUESTS
+    pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
+    yield
+    pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("files")
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    for text in PAGES:
+        pdf.add_page()
+        pdf.multi_cell(0, 10, text)
+    pdf.output(str(folder / "plan.pdf"))
+    image = Image.new("RGB", (900, 120), "white")
+    font = ImageFont.load_default(size=36)
+    ImageDraw.Draw(image).text(
+        (20, 35), "Invoice 4471 must be paid by Friday", fill="black", font=font
+    )
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    (folder / "board.png").write_bytes(buffer.getvalue())
+    (folder / "call.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt ")
+    return {"pdf": folder / "plan.pdf", "png": folder / "board.png", "wav": folder / "call.wav"}
+
+
+def _session(runner: Runner, files: dict[str, Path]) -> dict[str, Any]:
+    service = MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": InMemoryLayerStore()},
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+        runner=runner,
+    )
+    out: dict[str, Any] = {}
+    for kind, path in files.items():
+        result = service.memorize(ALICE, uri=str(path))
+        rows = service.store.items_by_id(result.items_added)
+        out[kind] = {
+            "items": sorted((r.text, r.evidence[0].get("page")) for r in rows),
+            "missing": [m["capability"] for m in result.missing_capabilities],
+        }
+    return out
+
+
+@pytest.fixture(scope="module")
+def on_sync(files: dict[str, Path]) -> dict[str, Any]:
+    return _session(SyncRunner(), files)
+
+
+def test_the_sync_session_read_every_file(on_sync: dict[str, Any]) -> None:
+    assert {page for _, page in on_sync["pdf"]["items"]} == {1, 2}
+    assert any("4471" in text for text, _ in on_sync["png"]["items"])
+    assert on_sync["wav"] == {"items": [], "missing": ["transcription"]}
+
+
+@pytest.mark.parametrize("name", ["burr", "temporal", "temporal_local"])
+def test_preprocessing_gives_the_same_items_on_every_runner(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    files: dict[str, Path],
+    on_sync: dict[str, Any],
+    name: str,
+) -> None:
+    runner: Runner = (
+        BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue(f"{name}_runner")
+    )
+    assert _session(runner, files) == on_sync

@@ -1,0 +1,134 @@
+"""The memory layer's MCP tools (issue 12), ``memoir serve`` as a real subprocess over stdio
+with the SDK client: ``memorize`` / ``retrieve`` appear only with ``server.extra_tools`` and a
+``server.layer_file``, and the layer, its store and its boundary come from the server's
+configuration, never from the client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_testkit import serve_command, server_env
+from pydantic import create_model
+
+from memory_core.pipeline.service import MemoryService
+from server.mcp_app.layer_tools import LAYER_TOOLS
+from server.mcp_app.tools import DEFAULT_TOOLS, EXTRA_TOOLS
+
+pytestmark = pytest.mark.anyio
+
+_WAIT_S = 90
+LAYER = """
+store = "layer.db"
+scope_fields = ["org_id", "user_id"]
+boundary_fields = ["org_id"]
+embedder = "hash:256"
+categories = [
+  { key = "preferences", name = "Preferences", description = "likes, habits, food and drink" },
+  { key = "work", name = "Work", description = "projects, deadlines, migrations, APIs" },
+]
+"""
+TEA = [{"role": "user", "content": "I always drink green tea in the afternoon."}]
+
+
+def _server(tmp_path: Path, fixed: str) -> StdioServerParameters:
+    (tmp_path / "memoir-layer.toml").write_text(LAYER)
+    config = tmp_path / "memoir.toml"
+    config.write_text(
+        f'[server]\nextra_tools = true\nlayer_file = "memoir-layer.toml"\n\n'
+        f"[server.layer_scope]\n{fixed}\n"
+    )
+    command = serve_command(f"sqlite:///{tmp_path / 'memoir.db'}", config=config)
+    return StdioServerParameters(
+        command=command[0], args=command[1:], env=server_env(), cwd=str(tmp_path)
+    )
+
+
+def _other_org_remembers_tea(tmp_path: Path) -> None:
+    """Another organisation's item in the same layer store, written through the Python API."""
+    scope = create_model("LayerScope", org_id=(str, ...), user_id=(str, ...))
+    service = MemoryService.create(
+        scope_model=scope,
+        categories=["Preferences", "Work"],
+        storage_providers={
+            "metadata_store": {"provider": "sqlite", "path": str(tmp_path / "layer.db")}
+        },
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+    )
+    service.memorize({"org_id": "evil", "user_id": "eve"}, conversation=TEA)
+    service.close()
+
+
+def _error(result: Any) -> str:
+    assert result.is_error, result
+    return str(result.content[0].text)
+
+
+async def test_memorize_and_retrieve_stay_inside_the_server_fixed_boundary(
+    tmp_path: Path,
+) -> None:
+    _other_org_remembers_tea(tmp_path)
+    with anyio.fail_after(_WAIT_S):
+        async with Client(_server(tmp_path, 'org_id = "acme"'), mode="legacy") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            stored = await client.call_tool(
+                "memorize", {"conversation": TEA, "scope": {"user_id": "alice"}}
+            )
+            again = await client.call_tool(
+                "memorize", {"conversation": TEA, "scope": {"user_id": "alice"}}
+            )
+            found = await client.call_tool(
+                "retrieve", {"query": "green tea", "scope": {"user_id": "*"}}
+            )
+            widened = await client.call_tool(
+                "retrieve", {"query": "green tea", "scope": {"org_id": "*", "user_id": "*"}}
+            )
+            other = await client.call_tool(
+                "retrieve", {"query": "green tea", "scope": {"org_id": "evil", "user_id": "eve"}}
+            )
+            listed = await client.call_tool(
+                "retrieve",
+                {"query": "green tea", "scope": {"org_id": ["acme", "evil"], "user_id": "*"}},
+            )
+            into_other = await client.call_tool(
+                "memorize",
+                {"content": "Eve's secret plan.", "scope": {"org_id": "evil", "user_id": "m"}},
+            )
+            a_file = await client.call_tool(
+                "memorize", {"uri": "/etc/passwd", "scope": {"user_id": "alice"}}
+            )
+    assert list(tools) == [*DEFAULT_TOOLS, *EXTRA_TOOLS, *LAYER_TOOLS]
+    # nothing a client passes chooses the store, the file system or the boundary
+    assert set(tools["memorize"].input_schema["properties"]) == {
+        "content",
+        "conversation",
+        "scope",
+    }
+    assert set(tools["retrieve"].input_schema["properties"]) == {"query", "scope"}
+    assert not stored.is_error and stored.structured_content["items_added"]
+    assert stored.structured_content["scope"] == {"org_id": "acme", "user_id": "alice"}
+    assert again.structured_content["duplicate"] is True
+    assert not found.is_error
+    assert found.structured_content["scope"] == {"org_id": "acme", "user_id": "ANY"}
+    texts = [i["text"] for i in found.structured_content["items"]]
+    assert texts and all("green tea" in t for t in texts)
+    assert {i["scope"]["org_id"] for i in found.structured_content["items"]} == {"acme"}
+    for refused in (widened, other, listed, into_other):
+        message = _error(refused)
+        assert "'org_id' is fixed to 'acme'" in message and "leave 'org_id' out" in message
+    assert a_file.is_error  # no such argument: the server never reads a client-named file
+
+
+async def test_a_layer_whose_boundary_the_server_leaves_open_is_refused(tmp_path: Path) -> None:
+    with anyio.fail_after(_WAIT_S):
+        async with Client(_server(tmp_path, 'user_id = "alice"'), mode="legacy") as client:
+            result = await client.call_tool(
+                "retrieve", {"query": "tea", "scope": {"org_id": "acme"}}
+            )
+    message = _error(result)
+    assert "leaves the boundary fields ['org_id']" in message and "layer_scope" in message
