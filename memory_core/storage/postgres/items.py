@@ -21,15 +21,14 @@ from memory_core.storage.server.items import (
     INSERT_COLUMNS,
     INSERT_MARKS,
     ITEM_COLUMNS,
-    VECTOR_GENERATION_KEY,
     ServerItems,
     check_dimension,
 )
 
 __all__ = [
     "ITEM_COLUMNS",
+    "SLOTS",
     "TS_CONFIG",
-    "VECTOR_GENERATION_KEY",
     "PgItems",
     "bump_vector_generation",
     "delete_items",
@@ -43,6 +42,21 @@ __all__ = [
 Conn = psycopg.Connection[Any]
 
 TS_CONFIG = "memoir_english"
+# The counter slot of a writing transaction (migration 0002): hot counters are split into 16
+# rows and readers sum them, so any slot keeps the counts exact; the choice only decides who
+# waits for whom. A transaction takes the first slot, from its connection's own
+# (pg_backend_pid() % 16) on, that no other writing transaction holds (a transaction-scoped
+# advisory try-lock: never waits, re-entrant for the same transaction, released at commit);
+# up to 16 concurrent writers never share a counter row. When all are held it uses its own
+# and waits on the row locks as before.
+SLOTS = 16
+_SLOT_LOCK = 0x6D656D6F  # "memo": the advisory lock class of counter slots
+SLOT = (
+    f"coalesce((SELECT s FROM generate_series(0, {SLOTS - 1}) AS i, "
+    f"LATERAL (SELECT mod(pg_backend_pid() + i, {SLOTS}) AS s) AS c "
+    f"WHERE pg_try_advisory_xact_lock({_SLOT_LOCK}, s) LIMIT 1), "
+    f"mod(pg_backend_pid(), {SLOTS}))"
+)
 # The lexical document of an item: its text and its tags, as FTS5's two columns.
 _DOCUMENT = (
     "item.text || ' ' || coalesce((SELECT string_agg(t, ' ') "
@@ -64,11 +78,15 @@ def vector_value(vector: np.ndarray, dimension: int) -> PgVector:
 
 
 def bump_vector_generation(conn: Conn, scope_keys: Iterable[str]) -> None:
-    """Mark vectors changed, store-wide and per scope (caches key on it)."""
-    keys = sorted({VECTOR_GENERATION_KEY, *(f"{VECTOR_GENERATION_KEY}:{k}" for k in scope_keys)})
+    """Mark the vectors of ``scope_keys`` changed (caches key on the sum of the generations:
+    per scope, and of every scope for the store-wide stamp), in this connection's slot."""
+    keys = sorted(set(scope_keys))
+    if not keys:
+        return
     conn.execute(
-        "INSERT INTO meta (key, value) SELECT k, '1' FROM unnest(%s::text[]) AS k ORDER BY k "
-        "ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text",
+        f"INSERT INTO vector_generation (scope, slot, generation) SELECT k, {SLOT}, 1 "
+        "FROM unnest(%s::text[]) AS k ORDER BY k ON CONFLICT (scope, slot) "
+        "DO UPDATE SET generation = vector_generation.generation + 1",
         (keys,),
     )
 
@@ -99,19 +117,21 @@ def lexical_remove(conn: Conn, item_ids: Sequence[int]) -> None:
 
 
 def _term_stats(conn: Conn, ids: list[int], sign: int) -> None:
-    # Terms are locked in one order by every writer, so two writers never deadlock on them.
+    # In this connection's slot (migration 0002): concurrent writers on other connections
+    # update other rows. Terms are locked in one order, so two writers of one slot never
+    # deadlock on them.
     conn.execute(
-        "INSERT INTO lexical_term (term, rows) "
-        "SELECT u.lexeme, %s * count(*) FROM item_lexical AS l, unnest(l.tsv) AS u "
+        f"INSERT INTO lexical_term (term, slot, rows) SELECT u.lexeme, {SLOT}, %s * count(*) "
+        "FROM item_lexical AS l, unnest(l.tsv) AS u "
         "WHERE l.item_id = ANY(%s) GROUP BY u.lexeme ORDER BY u.lexeme "
-        "ON CONFLICT (term) DO UPDATE SET rows = lexical_term.rows + excluded.rows",
+        "ON CONFLICT (term, slot) DO UPDATE SET rows = lexical_term.rows + excluded.rows",
         (sign, ids),
     )
     conn.execute(
-        "UPDATE lexical_stats SET rows = lexical_stats.rows + %s * d.n, "
-        "tokens = lexical_stats.tokens + %s * d.tokens "
-        "FROM (SELECT count(*) AS n, coalesce(sum(length), 0) AS tokens FROM item_lexical "
-        "WHERE item_id = ANY(%s)) AS d WHERE lexical_stats.id = 1",
+        f"INSERT INTO lexical_stats (slot, rows, tokens) SELECT {SLOT}, %s * count(*), "
+        "%s * coalesce(sum(length), 0) FROM item_lexical WHERE item_id = ANY(%s) "
+        "ON CONFLICT (slot) DO UPDATE SET rows = lexical_stats.rows + excluded.rows, "
+        "tokens = lexical_stats.tokens + excluded.tokens",
         (sign, sign, ids),
     )
 

@@ -2,7 +2,8 @@
 
 ``ts_rank`` is not BM25 (no inverse document frequency, no length normalisation against the
 average), and ranks well below FTS5 on the same data. So the write paths keep term statistics
-(``lexical_term``: rows per term; ``lexical_stats``: rows and summed length) and the search
+(``lexical_term``: rows per term; ``lexical_stats``: rows and summed length; both split into
+slots that writers update and readers sum, migration 0002) and the search
 computes Okapi BM25 exactly as FTS5's ``bm25()`` does (k1 = 1.2, b = 0.75, IDF
 ``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, one document = text + tags). The GIN index
 finds the matching rows; scope, kinds and filter are applied in the same statement, so a
@@ -75,13 +76,14 @@ class PgLexical:
             params.extend(compiled.params)
         lexemes = sorted({lx for _, lxs in terms for lx in lxs})
         sql = (
-            "WITH st AS (SELECT rows::float8 AS n, "
-            "greatest(tokens::float8 / greatest(rows, 1), 1e-9) AS avgdl "
-            "FROM lexical_stats WHERE id = 1), "
-            "q AS (SELECT t.term, greatest(ln((st.n - coalesce(lt.rows, 0) + 0.5) "
-            "/ (coalesce(lt.rows, 0) + 0.5)), 1e-6) AS idf "
-            "FROM unnest(%s::text[]) AS t(term) CROSS JOIN st "
-            "LEFT JOIN lexical_term AS lt ON lt.term = t.term), "
+            "WITH st AS (SELECT sum(rows)::float8 AS n, "
+            "greatest(sum(tokens)::float8 / greatest(sum(rows), 1), 1e-9) AS avgdl "
+            "FROM lexical_stats), "
+            "q AS (SELECT t.term, greatest(ln((st.n - lt.rows + 0.5) "
+            "/ (lt.rows + 0.5)), 1e-6) AS idf "
+            "FROM unnest(%s::text[]) AS t(term) CROSS JOIN st CROSS JOIN LATERAL "
+            "(SELECT coalesce(sum(rows), 0)::float8 AS rows FROM lexical_term "
+            "WHERE term = t.term) AS lt), "
             "hit AS MATERIALIZED (SELECT l.item_id, l.length, l.tsv FROM item_lexical AS l "
             f"JOIN item ON item.item_id = l.item_id {join}"
             f"WHERE l.tsv @@ ({tsquery}) AND {clause}) "
@@ -114,7 +116,8 @@ class PgLexical:
                 counts[term] = 0
             elif len(lexemes) == 1:
                 row = self._conn.execute(
-                    "SELECT rows FROM lexical_term WHERE term = %s", (lexemes[0],)
+                    "SELECT coalesce(sum(rows), 0) FROM lexical_term WHERE term = %s",
+                    (lexemes[0],),
                 ).fetchone()
                 counts[term] = int(row[0]) if row else 0
             else:

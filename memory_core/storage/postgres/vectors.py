@@ -21,11 +21,7 @@ from memory_core.models import ScoredId
 from memory_core.scope import Scope
 from memory_core.storage.ports import VectorHits
 from memory_core.storage.postgres.filter_sql import compile_filter, scope_kind_where
-from memory_core.storage.postgres.items import (
-    VECTOR_GENERATION_KEY,
-    vector_dimension,
-    vector_value,
-)
+from memory_core.storage.postgres.items import vector_dimension, vector_value
 
 __all__ = ["PgVectors", "create_vector_table", "vector_stamp"]
 
@@ -49,13 +45,16 @@ def create_vector_table(conn: Conn, dimension: int) -> None:
 
 def vector_stamp(conn: Conn, scope: Scope | None = None) -> str:
     """Changes whenever a vector of ``scope`` (None: any) may have changed: the table's
-    identity (a re-embed recreates it) and the generation the write paths bump."""
-    key = VECTOR_GENERATION_KEY if scope is None else f"{VECTOR_GENERATION_KEY}:{scope.key}"
+    identity (a re-embed recreates it) and the sum of the generations the write paths bump
+    (per scope and slot; every bump adds one, so the sum only grows)."""
+    where, params = ("", ()) if scope is None else ("WHERE scope = %s", (scope.key,))
     row = conn.execute(
-        "SELECT to_regclass('item_vec')::oid, (SELECT value FROM meta WHERE key = %s)", (key,)
+        "SELECT to_regclass('item_vec')::oid, "
+        f"(SELECT coalesce(sum(generation), 0) FROM vector_generation {where})",
+        params,
     ).fetchone()
     assert row is not None
-    return f"{row[0] or 0}:{row[1] or 0}"
+    return f"{row[0] or 0}:{row[1]}"
 
 
 class PgVectors:
