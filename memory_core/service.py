@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
 
 import structlog
 
@@ -22,7 +22,7 @@ from memory_core.context import CoreContext
 from memory_core.errors import EmbeddingError, InvalidInputError, MemoirError, NotFoundError
 from memory_core.models import DoctorFinding, DoctorReport
 from memory_core.scope import ScopeLike, as_scope
-from memory_core.storage import DatabaseURL, diagnose_url, open_store, parse_database_url
+from memory_core.storage import diagnose_url, open_store, parse_database_url
 from memory_core.storage.ports import Store
 
 if TYPE_CHECKING:
@@ -113,12 +113,9 @@ class Memoir:
             settings.embedding.model, dimension=settings.embedding.dimension
         )
         tokens = tokens or create_token_counter(settings.tokenizer)
-        if parsed.backend == "sqlite":
-            store: Store = await open_store(
-                parsed, settings.storage, search=settings.search, create=create
-            )
-        else:
-            store = await _server_store(parsed, settings)
+        store: Store = await open_store(
+            parsed, settings.storage, search=settings.search, create=create
+        )
         try:
             if check_embedder:
                 await store.ensure_embedder(embedder.embedder_id, embedder.dimension)
@@ -282,18 +279,6 @@ class Memoir:
 
     async def query(self, question: str, **kwargs: Any) -> QueryResult:
         return await self.hierarchy.query(question, **kwargs)
-
-
-async def _server_store(parsed: DatabaseURL, settings: Settings) -> Store:
-    # TRANSITIONAL: PostgreSQL and MySQL serve the category hierarchy through its own store
-    # until they implement every port; documents and rules then say they need SQLite.
-    from memory_core.errors import ConfigError
-    from memory_core.storage.hierarchy_only import HierarchyOnlyStore
-
-    try:
-        return await open_store(parsed, settings.storage, search=settings.search)
-    except ConfigError:
-        return cast(Store, HierarchyOnlyStore(parsed))
 
 
 async def diagnose(

@@ -5,10 +5,9 @@ A small port beside :class:`~memory_core.hierarchy.store.HierarchyStore`: read e
 scope with its vector (:meth:`CategoryTreePort.snapshot`), and apply a planned tree in one
 transaction (:meth:`CategoryTreePort.apply`: create or reuse the planned categories, relink the
 chunks that move, delete the categories left empty). Every store with the ports has it
-(:mod:`memory_core.hierarchy.port_tree`, no SQL), and so do the transitional PostgreSQL and
-MySQL hierarchy stores;
-:func:`tree_port_for` returns None for a store without it (a test double), and the offline
-classifier then falls back to matching category names.
+(:mod:`memory_core.hierarchy.port_tree`, no SQL) on every backend; :func:`tree_port_for`
+returns None for a store without it (a test double), and the offline classifier then falls back
+to matching category names.
 """
 
 from __future__ import annotations
@@ -116,21 +115,11 @@ def snapshot_from_rows(rows: Sequence[Sequence[Any]]) -> TreeSnapshot:
 
 
 def tree_port_for(store: Any) -> CategoryTreePort | None:
-    """The tree port of a hierarchy store (by backend), or None for a store without one."""
+    """The tree port of a hierarchy store on the ports, or None for a store without one."""
     from memory_core.hierarchy.port_store import PortHierarchyStore
 
     if isinstance(store, PortHierarchyStore):
         from memory_core.hierarchy.port_tree import PortCategoryTree
 
         return PortCategoryTree(store.store)
-    # TRANSITIONAL, as the hierarchy stores they wrap: PostgreSQL / MySQL's own tables.
-    backend = getattr(store, "backend", None)
-    if backend == "postgresql":
-        from memory_core.storage.postgres.hierarchy_tree import PostgresCategoryTree
-
-        return PostgresCategoryTree(store)
-    if backend == "mysql":
-        from memory_core.storage.mysql.hierarchy_tree import MysqlCategoryTree
-
-        return MysqlCategoryTree(store)
     return None

@@ -304,7 +304,9 @@ def persist_scores(tx: Tx, scored: Sequence[Candidate], stamp: str) -> int:
     """Write ``last_scores`` (and the trim key) of each ranked entry (spec "Score Persistence")."""
     current = tx.items.get([c.item_id for c in scored])
     written = 0
-    for candidate in scored:
+    # Rows are updated in id order: two recalls of overlapping entries (a team server's
+    # processes on one PostgreSQL) lock them in the same order and never deadlock.
+    for candidate in sorted(scored, key=lambda c: c.item_id):
         item = current.get(candidate.item_id)
         if item is None:  # forgotten meanwhile
             continue

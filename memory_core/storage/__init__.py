@@ -50,10 +50,14 @@ def create_store(
                 hint="install it with `pip install 'memoir[postgres]'`",
             ) from exc
         return PgStore(parsed, settings, search=search, scope_schema=scope_schema)
-    raise ConfigError(
-        f"the {parsed.backend} backend does not implement the full store yet ({parsed.redacted()})",
-        hint="use a sqlite:///path/to/memoir.db or postgresql://user@host/db URL",
-    )
+    try:
+        from memory_core.storage.mysql.store import MysqlStore
+    except ImportError as exc:  # PyMySQL is an extra
+        raise ConfigError(
+            f"MySQL/MariaDB support is not installed ({parsed.redacted()}): {exc}",
+            hint="install it with `pip install 'memoir[mysql]'`",
+        ) from exc
+    return MysqlStore(parsed, settings, search=search, scope_schema=scope_schema)
 
 
 async def open_store(

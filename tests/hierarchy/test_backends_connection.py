@@ -28,6 +28,7 @@ try:
         create_database,
         drop_database,
         require_service,
+        server_store,
         service_url,
         unique_scope,
         with_database,
@@ -41,6 +42,7 @@ except ImportError:  # pragma: no cover - tests/hierarchy became a package
         create_database,
         drop_database,
         require_service,
+        server_store,
         service_url,
         unique_scope,
         with_database,
@@ -52,13 +54,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("backend", SERVER_BACKE
 
 
 def _store(backend: str, url: DatabaseURL, *, depth: int = 3, retries: int = 3) -> Any:
-    if backend == "postgres":
-        from memory_core.storage.postgres.hierarchy import PostgresHierarchyStore
-
-        return PostgresHierarchyStore(url, depth=depth, retries=retries)
-    from memory_core.storage.mysql.hierarchy import MysqlHierarchyStore
-
-    return MysqlHierarchyStore(url, depth=depth, retries=retries)
+    return server_store(url, depth=depth, retries=retries)
 
 
 def _admin(backend: str, url: DatabaseURL) -> Any:
@@ -79,12 +75,13 @@ async def _kill(backend: str, store: Any) -> None:
     url = parse_database_url(backend_url(backend))
     admin = _admin(backend, url)
     try:
-        if backend == "postgres":
-            pid = await store.connection.backend_pid()
-            assert _execute(admin, "SELECT pg_terminate_backend(%s)", (pid,)) == [(True,)]
-        else:
-            thread_id = await store.connection.thread_id()
-            _execute(admin, f"KILL {int(thread_id)}")
+        # Every connection of the store's pool (one, after a call at a time).
+        for conn in list(store.connection._all):
+            if backend == "postgres":
+                pid = conn.info.backend_pid
+                assert _execute(admin, "SELECT pg_terminate_backend(%s)", (pid,)) == [(True,)]
+            else:
+                _execute(admin, f"KILL {int(conn.thread_id())}")
     finally:
         admin.close()
 
@@ -141,12 +138,12 @@ async def test_first_open_creates_the_tables_and_indexes(
             tg.start_soon(store.open)
     try:
         tables, indexes = _tables_and_indexes(backend, fresh_database)
-        assert {"memoir_schema", "memoir_category", "memoir_chunk", "memoir_run"} <= tables
+        assert {"schema_migration", "category", "item", "run"} <= tables
         # Requirement 3: indexes on parent_id and on the chunks' category_id.
         assert {
-            "memoir_category_scope_parent_name",
-            "memoir_category_parent",
-            "memoir_chunk_category",
+            "category_scope_parent_name",
+            "category_parent",
+            "item_category_created_uid",
         } <= indexes
         scope = unique_scope()
         made = await stores[0].create_category(scope, parent_id=None, level=1, name="First")
@@ -166,8 +163,8 @@ async def test_tables_from_a_newer_memoir_are_refused(
     try:
         _execute(
             admin,
-            "INSERT INTO memoir_schema (version, applied_at) VALUES (%s, %s)",
-            (99, "2099-01-01T00:00:00+00:00"),
+            "INSERT INTO schema_migration (version, name, applied_at) VALUES (%s, %s, %s)",
+            (99, "future", "2099-01-01T00:00:00+00:00"),
         )
     finally:
         admin.close()
@@ -237,7 +234,6 @@ async def test_a_killed_connection_is_replaced_and_the_next_call_succeeds(backen
         assert await store.count_categories(scope) == 1  # a read recovers the same way
         assert store.connection.reconnects == 2
     finally:
-        await store.delete_scope(scope)
         await store.close()
 
 

@@ -403,12 +403,13 @@ async def test_a_store_without_the_rule_ports_names_them_and_the_fix(
     import dataclasses
 
     from memory_core.errors import ConfigError
-    from memory_core.storage.hierarchy_only import HierarchyOnlyStore
-    from memory_core.storage.url import parse_database_url
+    from memory_core.storage import create_store
 
-    url = parse_database_url("mysql://root@127.0.0.1:3306/memoir")
-    ctx = dataclasses.replace(memoir.context, store=HierarchyOnlyStore(url))
+    # A MySQL/MariaDB store holds the hierarchy's ports, not the graph (not opened: the
+    # check is on its capabilities, before any statement).
+    store = create_store("mysql://root@127.0.0.1:3306/memoir")
+    ctx = dataclasses.replace(memoir.context, store=store)
     with pytest.raises(ConfigError) as caught:
         await RulesService(ctx, cwd=project).query_directives("Add a login endpoint", scope="s")
-    assert "graph, items, lexical, log, resources, vectors" in caught.value.message
+    assert "the graph ports" in caught.value.message
     assert "mysql" in caught.value.message and "sqlite:///" in (caught.value.hint or "")

@@ -110,18 +110,21 @@ async def test_delete_removes_index_rows_edges_and_supersession_links(
         )
     )
     await store.write(lambda tx: tx.items.update(ids[0], ItemUpdate(superseded_by=ids[1])))
-    topic = await store.write(
-        lambda tx: tx.graph.ensure_entities(scope, [NewEntity("topic", "food", "Food")])
-    )
-    edge = Edge("item", ids[1], "topic", "entity", topic[("topic", "food")])
-    await store.write(lambda tx: tx.graph.apply_edges(scope, add=[edge], remove=[]))
+    graph = "graph" in store.capabilities  # MySQL/MariaDB has no graph port: no edges to drop
+    if graph:
+        topic = await store.write(
+            lambda tx: tx.graph.ensure_entities(scope, [NewEntity("topic", "food", "Food")])
+        )
+        edge = Edge("item", ids[1], "topic", "entity", topic[("topic", "food")])
+        await store.write(lambda tx: tx.graph.apply_edges(scope, add=[edge], remove=[]))
     assert await store.write(lambda tx: tx.items.delete([ids[1]])) == 1
     assert [
         h.item_id
         for h in await store.read(lambda tx: tx.lexical.search(LexicalQuery(("apple",)), scope))
     ] == [ids[0]]
     assert set(await store.read(lambda tx: tx.vectors.vectors(ids))) == {ids[0]}
-    assert await store.read(lambda tx: tx.graph.edges(scope)) == set()
+    if graph:
+        assert await store.read(lambda tx: tx.graph.edges(scope)) == set()
     assert (await store.read(lambda tx: tx.items.get(ids)))[ids[0]].superseded_by is None
 
 

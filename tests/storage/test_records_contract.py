@@ -59,6 +59,7 @@ async def test_resources_add_find_update_and_delete_with_their_items(
     assert await store.read(lambda tx: tx.resources.count(scope)) == 0
 
 
+@pytest.mark.requires_port("graph")
 async def test_graph_entities_edges_observations_and_orphans(store: Store, scope: Scope) -> None:
     ents = await store.write(
         lambda tx: tx.graph.ensure_entities(
@@ -207,6 +208,7 @@ async def test_runs_and_events_newest_first_with_pruning(
     assert await store.read(lambda tx: tx.log.events(other_scope)) == []
 
 
+@pytest.mark.requires_port("tombstones")
 async def test_tombstones_expire_and_purge(store: Store, scope: Scope) -> None:
     await store.write(
         lambda tx: tx.tombstones.add(
@@ -308,6 +310,7 @@ async def test_structured_selects_order_page_and_count(store: Store, scope: Scop
     assert len(await store.read(lambda tx: tx.items.find(None, kinds=["chunk"]))) == 6
 
 
+@pytest.mark.requires_port("graph", "tombstones")
 async def test_dump_and_restore_round_trip_through_natural_keys(
     store: Store, scope: Scope, store_factory: Any, tmp_path: Path
 ) -> None:

@@ -1,5 +1,6 @@
-"""MySQL / MariaDB backend of the category hierarchy (PyMySQL in a worker thread).
+"""The MySQL / MariaDB store (PyMySQL): the category hierarchy's ports, on the shared server base.
 
-Import :class:`memory_core.storage.mysql.hierarchy.MysqlHierarchyStore` directly; this package
-imports nothing on its own so that ``pymysql`` is only loaded when MySQL is used.
+Import :class:`memory_core.storage.mysql.store.MysqlStore` directly (or open a ``mysql://``
+URL with :func:`memory_core.storage.open_store`); this package imports nothing on its own so
+that ``pymysql`` is only loaded when MySQL is used.
 """

@@ -1,5 +1,6 @@
-"""PostgreSQL backend of the category hierarchy (psycopg 3, async).
+"""The PostgreSQL + pgvector store (psycopg 3): every port, on the shared server base.
 
-Import :class:`memory_core.storage.postgres.hierarchy.PostgresHierarchyStore` directly; this
-package imports nothing on its own so that ``psycopg`` is only loaded when PostgreSQL is used.
+Import :class:`memory_core.storage.postgres.store.PgStore` directly (or open a
+``postgresql://`` URL with :func:`memory_core.storage.open_store`); this package imports
+nothing on its own so that ``psycopg`` is only loaded when PostgreSQL is used.
 """

@@ -1,27 +1,16 @@
-"""Synchronous psycopg 3 connections for the PostgreSQL store, used from worker threads.
-
-The storage ports run a feature's whole unit of work as one synchronous callback (see
-:mod:`memory_core.storage.ports`), so the store keeps a small pool of blocking connections and
-runs each callback in a worker thread on one of them, inside one transaction. A deadlock or
-serialization failure rolls the transaction back and the callback runs again (it has no side
-effects outside the transaction); a dropped connection is replaced and the callback retried.
+"""Synchronous psycopg 3 connections for the PostgreSQL store, used from worker threads: the
+shared server pool (:mod:`memory_core.storage.server.pool`) with psycopg's transactions and
+errors, the pgvector type adapters and the numbered migrations.
 """
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import random
 import struct
-import threading
-import time
 import weakref
-from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 import numpy as np
 import psycopg
 import structlog
@@ -30,16 +19,15 @@ from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
 from memory_core.errors import MemoirError, SchemaError
-from memory_core.storage.postgres.connection import _statement_error, connection_help
+from memory_core.storage.postgres.connection import connection_help, statement_error
+from memory_core.storage.server.pool import ServerPool
 from memory_core.storage.url import DatabaseURL
 
 __all__ = ["PgDatabase", "PgVector", "available_migrations", "conninfo", "register_vector"]
 
-T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 _SCHEMA_LOCK_KEY = 0x6D656D6F6972_02  # "memoir" + store schema
-_RETRIES = 5
 
 
 class PgVector:
@@ -135,51 +123,71 @@ def conninfo(url: DatabaseURL) -> str:
     return "postgresql://" + rest if scheme.lower() != "postgresql" else url.raw
 
 
-class PgDatabase:
+class PgDatabase(ServerPool["psycopg.Connection[Any]"]):
     """A pool of blocking connections to one PostgreSQL database holding a memoir store."""
 
     def __init__(self, url: DatabaseURL, *, pool_size: int = 4) -> None:
-        self.url = url
-        self._size = max(1, pool_size)
-        self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
-        self._all: list[psycopg.Connection[Any]] = []
-        self._guard = threading.Lock()
-        self._limiter = anyio.CapacityLimiter(self._size)
-        self.reconnects = 0  # dropped connections replaced (a server restart, a kill)
+        super().__init__(url, pool_size=pool_size)
         self._typed: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
-
-    # -- connections -----------------------------------------------------------------------
 
     @property
     def conninfo(self) -> str:
         return conninfo(self.url)
 
+    # -- the pool's hooks ------------------------------------------------------------------
+
     def _connect(self) -> psycopg.Connection[Any]:
         try:
-            conn = psycopg.connect(self.conninfo, connect_timeout=10, autocommit=True)
+            # The URL's parsed fields win over its text (a caller may have replaced them).
+            fields = {
+                "host": self.url.host,
+                "port": self.url.port,
+                "user": self.url.user,
+                "password": self.url.password,
+                "dbname": self.url.database,
+            }
+            overrides: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+            return psycopg.connect(self.conninfo, connect_timeout=10, autocommit=True, **overrides)
         except (psycopg.Error, OSError) as exc:
             raise connection_help(self.url, exc) from exc
+
+    def _usable(self, conn: psycopg.Connection[Any]) -> bool:
+        return not conn.closed and not conn.broken
+
+    def _close(self, conn: psycopg.Connection[Any]) -> None:
+        conn.close()
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+        if conn not in self._typed and register_vector(conn):
+            self._typed.add(conn)
         return conn
 
-    def _take(self) -> psycopg.Connection[Any]:
-        while True:
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                conn = self._connect()
-                with self._guard:
-                    self._all.append(conn)
-                return conn
-            if not conn.closed and not conn.broken:
-                return conn
-            self._forget(conn)
+    def _begin(self, conn: psycopg.Connection[Any], *, write: bool, snapshot: bool) -> None:
+        # One statement opens the transaction (a read: one snapshot, read-only).
+        conn.execute(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if not write and snapshot else "BEGIN"
+        )
 
-    def _forget(self, conn: psycopg.Connection[Any]) -> None:
-        with self._guard:
-            if conn in self._all:
-                self._all.remove(conn)
-        with contextlib.suppress(psycopg.Error):
-            conn.close()
+    def _end(self, conn: psycopg.Connection[Any], *, commit: bool) -> None:
+        conn.execute("COMMIT" if commit else "ROLLBACK")
+
+    def _driver_error(self) -> type[BaseException]:
+        return psycopg.Error
+
+    def _transient(self, exc: BaseException) -> bool:
+        return isinstance(
+            exc,
+            psycopg.errors.DeadlockDetected
+            | psycopg.errors.SerializationFailure
+            | psycopg.errors.UniqueViolation,
+        )
+
+    def _unavailable(self, exc: BaseException) -> MemoirError:
+        return connection_help(self.url, exc)
+
+    def _statement_error(self, exc: BaseException) -> MemoirError:
+        assert isinstance(exc, psycopg.Error)
+        return statement_error(self.url, exc)
 
     def migrate(self, *, create: bool = True) -> list[str]:
         """Create or migrate the schema; with ``create=False`` a database without a memoir
@@ -208,87 +216,9 @@ class PgDatabase:
             except psycopg.Error as exc:
                 if conn.closed or conn.broken:
                     raise connection_help(self.url, exc) from exc
-                raise _statement_error(self.url, exc) from exc
+                raise statement_error(self.url, exc) from exc
             if applied:
                 log.info("postgres store migrated", url=self.url.redacted(), applied=applied)
             return applied
         finally:
             self._idle.put(conn)
-
-    def close_all(self) -> None:
-        with self._guard:
-            conns, self._all = list(self._all), []
-        while not self._idle.empty():
-            self._idle.get_nowait()
-        for conn in conns:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-
-    # -- running callbacks -----------------------------------------------------------------
-
-    def run_sync(
-        self, fn: Callable[[psycopg.Connection[Any]], T], *, write: bool, snapshot: bool = True
-    ) -> T:
-        """``fn(conn)`` in one transaction (read-only, one snapshot, unless ``write``)."""
-        attempt = 0
-        while True:
-            conn = self._take()
-            try:
-                if conn not in self._typed and register_vector(conn):
-                    self._typed.add(conn)
-                # One statement opens the transaction (a read: one snapshot, read-only).
-                conn.execute(
-                    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-                    if not write and snapshot
-                    else "BEGIN"
-                )
-                try:
-                    result = fn(conn)
-                except BaseException:
-                    if not conn.closed and not conn.broken:
-                        conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-                self._idle.put(conn)
-                return result
-            except MemoirError:
-                self._idle.put(conn) if not conn.broken else self._forget(conn)
-                raise
-            except psycopg.Error as exc:
-                transient = isinstance(
-                    exc,
-                    psycopg.errors.DeadlockDetected
-                    | psycopg.errors.SerializationFailure
-                    | psycopg.errors.UniqueViolation,
-                )
-                dropped = conn.closed or conn.broken
-                if dropped:
-                    # A restart or a terminated backend: the idle ones are likely gone too.
-                    self._forget(conn)
-                    while not self._idle.empty():
-                        self._forget(self._idle.get_nowait())
-                    self.reconnects += 1
-                    log.warning(
-                        "postgres connection lost; reconnecting",
-                        url=self.url.redacted(),
-                        cause=type(exc).__name__,
-                    )
-                else:
-                    self._idle.put(conn)
-                if (transient or dropped) and attempt < _RETRIES:
-                    attempt += 1
-                    time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random() / 2))
-                    continue
-                if dropped:
-                    raise connection_help(self.url, exc) from exc
-                raise _statement_error(self.url, exc) from exc
-
-    async def read(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        return await anyio.to_thread.run_sync(
-            lambda: self.run_sync(fn, write=False), limiter=self._limiter
-        )
-
-    async def write(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        return await anyio.to_thread.run_sync(
-            lambda: self.run_sync(fn, write=True), limiter=self._limiter
-        )
