@@ -85,7 +85,9 @@ _MAX_IMPORT_DEPTH = 4
 # the team's rules for contributors, and an agent changing the code is one: always taken (and
 # reported as such); ``--exclude CONTRIBUTING.md`` leaves it out. Nested ones (a vendored
 # package's) are plain markdown unless an agent rule file points to them.
-_CONTRIBUTING_PLACES = frozenset({"contributing.md", ".github/contributing.md", "docs/contributing.md"})
+_CONTRIBUTING_PLACES = frozenset(
+    {"contributing.md", ".github/contributing.md", "docs/contributing.md"}
+)
 
 
 @dataclass

@@ -134,7 +134,8 @@ async def test_a_document_an_older_parser_read_is_parsed_again(
     assert statuses.pop("rules/auth.md") == "updated"
     assert set(statuses.values()) == {"unchanged"}
     versions = await _rows(
-        memoir, "SELECT DISTINCT metadata ->> '$.parser_version' FROM resource WHERE uri LIKE 'rules/%'"
+        memoir,
+        "SELECT DISTINCT metadata ->> '$.parser_version' FROM resource WHERE uri LIKE 'rules/%'",
     )
     assert versions == [(PARSER_VERSION,)]
     again = await loaded.upsert_markdown([str(project / "rules")], scope="s")
