@@ -115,10 +115,14 @@ class SqliteGraph:
         if resource_id is not None:
             clauses.append("resource_id = ?")
             params.append(resource_id)  # type: ignore[arg-type]
-        sql = (
-            f"SELECT {_ENTITY_COLUMNS} FROM entity WHERE {' AND '.join(clauses)} "
-            "ORDER BY kind, norm_name, entity_id"
+        # By resource: '+' keeps the planner on the (resource_id, kind) index rather than
+        # walking the scope's (scope, kind, norm_name) index for its order.
+        order = (
+            "+kind, +norm_name, entity_id"
+            if resource_id is not None
+            else "kind, norm_name, entity_id"
         )
+        sql = f"SELECT {_ENTITY_COLUMNS} FROM entity WHERE {' AND '.join(clauses)} ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {max(0, int(limit))}"
         return [_entity(r) for r in self._conn.execute(sql, params)]

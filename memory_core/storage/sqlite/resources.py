@@ -144,7 +144,10 @@ class SqliteResources:
             params.append(value)
         if not include_deleted:
             clauses.append("deleted = 0")
-        sql = " AND ".join(clauses) + " ORDER BY scope, uri, resource_id"
+        # A metadata match is the selective condition: '+' keeps the planner from walking the
+        # (scope, kind, uri) index for its order instead of the rule_id expression index.
+        order = "+scope, +uri, resource_id" if meta else "scope, uri, resource_id"
+        sql = " AND ".join(clauses) + f" ORDER BY {order}"
         if limit is not None:
             sql += f" LIMIT {max(0, int(limit))}"
         return self._select(sql, params)
