@@ -15,6 +15,7 @@ from rules_parser.loader import Discovery, discover, discover_rule_files, load
 from rules_parser.models import (
     FORMATS,
     LAYERS,
+    PARSER_VERSION,
     SEVERITIES,
     CodeExample,
     Directive,
@@ -32,6 +33,7 @@ from rules_parser.secrets import SecretFinding, find_secrets, redact
 __all__ = [
     "FORMATS",
     "LAYERS",
+    "PARSER_VERSION",
     "SEVERITIES",
     "CodeExample",
     "Directive",

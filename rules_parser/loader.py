@@ -63,8 +63,31 @@ _RULE_FRONT_MATTER = frozenset(
 # "@docs/rules.md" imports (Claude, Gemini) and markdown links to local files.
 _IMPORT_RE = re.compile(r"(?:^|\s)@(?P<path>[\w./~-]+\.(?:md|mdc|markdown|txt))\b", re.M)
 _LINK_RE = re.compile(r"\[[^\]]*\]\((?P<path>[^)\s#]+\.(?:md|mdc|markdown))(?:#[^)]*)?\)")
+# "[the guides](contributing/)": a link to a folder of docs (a trailing slash, or no suffix).
+_DIR_LINK_RE = re.compile(r"\[[^\]]*\]\((?!\w+:)(?P<path>\.{0,2}/?[\w-]+(?:/[\w.-]+)*/?)\)")
+# A path in a code span (`docs/testing.md`) is followed when its line, or the header of its
+# table, points the reader at it: "see `x.md`", "read `x.md`", "| Task | Guide |".
+_SPAN_RE = re.compile(r"`(?P<path>[\w./-]+\.(?:md|mdc|markdown))`")
+_READING_CUE_RE = re.compile(
+    r"\b(?:see|read|refer|consult|follow|conform|per|guides?|guidelines?|conventions?|"
+    r"instructions|walkthrough|overview|details)\b",
+    re.I,
+)
+# Files a project keeps for other purposes: never rules, however they are referenced.
+_NOT_RULES_RE = re.compile(
+    r"^(?:changelog|changes|history|license|licence|code_of_conduct|security|authors|"
+    r"notice|release(?:_notes)?)(?:\.|$)",
+    re.I,
+)
 _IMPORTING_NAMES = _RULE_NAMES | {"copilot-instructions.md"}
 _MAX_IMPORT_DEPTH = 4
+# CONTRIBUTING.md where GitHub looks for it (the root, .github/, docs/ of the folder read) is
+# the team's rules for contributors, and an agent changing the code is one: always taken (and
+# reported as such); ``--exclude CONTRIBUTING.md`` leaves it out. Nested ones (a vendored
+# package's) are plain markdown unless an agent rule file points to them.
+_CONTRIBUTING_PLACES = frozenset(
+    {"contributing.md", ".github/contributing.md", "docs/contributing.md"}
+)
 
 
 @dataclass
@@ -120,6 +143,8 @@ def _classify(relative: Path, path: Path, root_name: str) -> tuple[str | None, s
     name = relative.name.lower()
     parts = [p.lower() for p in relative.parts[:-1]]
     claimed = path_format(relative.as_posix())
+    if relative.as_posix().lower() in _CONTRIBUTING_PLACES:
+        return "CONTRIBUTING.md: the team's rules for contributors", ""
     inside_hidden = any(part.startswith(".") for part in parts)
     if name in _RULE_NAMES:
         return name.upper().replace(".MD", ".md"), ""
@@ -157,8 +182,40 @@ def _classify(relative: Path, path: Path, root_name: str) -> tuple[str | None, s
     )
 
 
+def _spans_to_read(text: str) -> list[str]:
+    """Paths in code spans on lines (or tables) that point the reader at them."""
+    found: list[str] = []
+    header = ""
+    previous_was_row = False
+    for line in text.split("\n"):
+        row = line.lstrip().startswith("|")
+        if row and not previous_was_row:
+            header = line  # the first row of a table names its columns
+        previous_was_row = row
+        paths = [m.group("path") for m in _SPAN_RE.finditer(line)]
+        if not paths:
+            continue
+        context = f"{header} {line}" if row else line
+        if _READING_CUE_RE.search(_SPAN_RE.sub(" ", context)):
+            found += paths
+    return found
+
+
+def _markdown_in(folder: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and p.name.lower().endswith(_MARKDOWN_SUFFIXES) and not p.is_symlink()
+    )
+
+
 def _imports(path: Path, base: Path) -> list[tuple[Path, str | None]]:
-    """Local files an AGENTS.md / CLAUDE.md imports (``@path``) or links to.
+    """Local files an AGENTS.md / CLAUDE.md imports (``@path``) or points to as reading.
+
+    Followed: ``@path`` imports; markdown links to files, and to folders (their markdown
+    files, one level); paths in code spans on a line that points the reader at them ("see
+    `docs/testing.md`", a table with a "Guide" column), relative to the importing file or, failing
+    that, to the folder read. Changelogs, licences and the like are never followed.
 
     Returns:
         (target, None) for a file to read, (target, why not) for one left out.
@@ -167,26 +224,43 @@ def _imports(path: Path, base: Path) -> list[tuple[Path, str | None]]:
     importer = path.relative_to(base).as_posix()
     found: list[tuple[Path, str | None]] = []
     seen: set[str] = set()
-    raw = [m.group("path") for m in _IMPORT_RE.finditer(text)]
-    raw += [m.group("path") for m in _LINK_RE.finditer(text)]
-    for target in raw:
-        if target in seen or "://" in target:
+    raw = [(m.group("path"), "file") for m in _IMPORT_RE.finditer(text)]
+    raw += [(m.group("path"), "file") for m in _LINK_RE.finditer(text)]
+    raw += [(m.group("path").rstrip("/"), "folder") for m in _DIR_LINK_RE.finditer(text)]
+    raw += [(p, "span") for p in _spans_to_read(text)]
+    for target, kind in raw:
+        if target in seen or "://" in target or not target:
             continue
         seen.add(target)
+        if _NOT_RULES_RE.match(target.rsplit("/", 1)[-1]):
+            continue
         if target.startswith("~"):
             found.append((Path(target), f"imported by {importer}: a home-folder file is personal"))
             continue
-        candidate = (path.parent / target) if not target.startswith("/") else base / target[1:]
-        try:
-            resolved = candidate.resolve(strict=True)
-        except (OSError, RuntimeError):
-            found.append((candidate, f"imported by {importer} but missing"))
+        if target.startswith("/"):
+            candidates = [base / target[1:]]
+        else:
+            candidates = [path.parent / target, base / target]
+        resolved = None
+        for candidate in candidates:
+            try:
+                resolved = candidate.resolve(strict=True)
+                break
+            except (OSError, RuntimeError):
+                continue
+        if resolved is None:
+            if kind == "file":
+                found.append((candidates[0], f"imported by {importer} but missing"))
+            continue
+        if kind == "folder" and not resolved.is_dir():
             continue
         if not resolved.is_relative_to(base):
             found.append((resolved, f"imported by {importer} from outside the folder read"))
             continue
         if resolved.is_file():
             found.append((resolved, None))
+        elif kind == "folder" and resolved != base:
+            found += [(p, None) for p in _markdown_in(resolved)]
     return found
 
 
@@ -204,7 +278,11 @@ def discover(
     folder), ``.roo/rules*/``, ``.github/copilot-instructions.md`` and ``*.instructions.md``;
     markdown with rule-like front matter (description, globs, applyTo, tags, impact,
     alwaysApply, paths) or in a folder named for rules (``rules/``, ``guidelines/``…); the
-    template; and the files an AGENTS.md / CLAUDE.md imports (``@path``) or links to. Skips
+    template; ``CONTRIBUTING.md`` at the root, in ``.github/`` or ``docs/`` (the team's rules
+    for contributors); and what an AGENTS.md / CLAUDE.md / copilot-instructions points to as
+    reading, a few hops deep: ``@path`` imports, markdown links to files and to folders of docs
+    (their markdown files), and paths in code spans the line tells the reader to read ("see
+    `contributing/testing.md`", a table with a "Guide" column). Skips
     ``.git``, ``node_modules``, virtual envs and other hidden folders, and never follows a
     symlink that leads outside ``root`` (nor into symlinked folders: no loops).
 

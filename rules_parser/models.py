@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 __all__ = [
     "FORMATS",
     "LAYERS",
+    "PARSER_VERSION",
     "SEVERITIES",
     "CodeExample",
     "Directive",
@@ -79,6 +80,11 @@ FORMATS: tuple[Format, ...] = (
 )
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# Bump whenever a change to the parser changes what a file parses into (directives, polarity,
+# context, line spans): stores re-parse documents that an older version parsed, even when
+# their text is unchanged.
+PARSER_VERSION = "2026.11.26"
 
 
 class CodeExample(BaseModel):
@@ -176,6 +182,7 @@ class RuleDocument(BaseModel):
         sections: every heading with its breadcrumb and line.
         patterns: every code block in the document (examples and anti-patterns).
         content_hash: sha256 hex of the text exactly as given.
+        parser_version: the ``PARSER_VERSION`` that produced this document.
     """
 
     model_config = _FROZEN
@@ -199,6 +206,7 @@ class RuleDocument(BaseModel):
     sections: tuple[Section, ...] = ()
     patterns: tuple[CodeExample, ...] = ()
     content_hash: str
+    parser_version: str = PARSER_VERSION
 
 
 class ValidationIssue(BaseModel):

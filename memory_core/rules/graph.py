@@ -255,6 +255,8 @@ def build_plan(
         "always_apply": document.always_apply,
         "description": document.description,
         "mode": document.mode,
+        # A store re-parses a document another parser version wrote, even if its text is same.
+        "parser_version": document.parser_version,
         # Inventories, command and file lists, plans, narrative: shown with the rule, not ranked.
         "context": list(document.context[:_CONTEXT_LINES]),
     }

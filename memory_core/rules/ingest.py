@@ -112,7 +112,8 @@ async def ingest_loaded(
 ) -> UpsertReport:
     """Plan, embed and write parsed documents; report statistics (Requirement 7.4).
 
-    Unchanged documents (same content hash) cost one read and no embedding. New and changed
+    Unchanged documents (same content hash, same parser version) cost one read and no
+    embedding. New and changed
     directives are embedded in one batch; documents are written in transactions of about
     ``BATCH_DIRECTIVES`` directives. Embedding failures keep the directives, without vectors.
     """
@@ -161,10 +162,10 @@ async def ingest_loaded(
             build_plan(document, scope=scope, uri=shown, tokens=ctx.tokens, topics=normalizer)
         )
 
-    stored = await store.read(lambda tx: [document_state(tx, scope, p.uri) for p in plans])
+    stored = await store.read(lambda tx: [document_state(tx, p) for p in plans])
     to_embed: list[tuple[str, str]] = []
-    for plan, (stored_hash, uids) in zip(plans, stored, strict=True):
-        if stored_hash == plan.content_hash and not overwrite:
+    for plan, (current, uids) in zip(plans, stored, strict=True):
+        if current and not overwrite:
             continue
         to_embed += [(d.item.uid, d.embed_text) for d in plan.directives if d.item.uid not in uids]
     vectors: dict[str, np.ndarray] = {}

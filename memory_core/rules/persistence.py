@@ -107,14 +107,23 @@ def _rule_sources(tx: Tx, scope: Scope, rule_id: str) -> list[Resource]:
     )
 
 
-def document_state(tx: Tx, scope: str, uri: str) -> tuple[str | None, set[str]]:
-    """The stored content hash of the document at ``uri`` and its directive uids."""
-    key = _scope(scope)
-    resource = _document(tx, key, uri)
+def _is_current(stored: Resource | None, plan: DocumentPlan) -> bool:
+    """The stored document is this plan's text, parsed by this plan's parser version."""
+    return (
+        stored is not None
+        and stored.content_hash == plan.content_hash
+        and stored.metadata.get("parser_version") == plan.resource_metadata["parser_version"]
+    )
+
+
+def document_state(tx: Tx, plan: DocumentPlan) -> tuple[bool, set[str]]:
+    """Whether the stored document at the plan's path is current, and its directive uids."""
+    key = _scope(plan.scope)
+    resource = _document(tx, key, plan.uri)
     if resource is None:
-        return None, set()
+        return False, set()
     items = _items_of(tx, key, resource.resource_id, meta_keys=())
-    return resource.content_hash, {i.uid for i in items if i.kind == DIRECTIVE_KIND}
+    return _is_current(resource, plan), {i.uid for i in items if i.kind == DIRECTIVE_KIND}
 
 
 def _far_entities(tx: Tx, scope: Scope, item_ids: Sequence[int]) -> set[int]:
@@ -180,7 +189,7 @@ def upsert_document(
 ) -> DocumentWrite:
     """Write one document's plan (inside one write transaction).
 
-    Unchanged content (same hash at the same path) writes nothing. Otherwise the document's
+    Unchanged content (same hash at the same path, same parser version) writes nothing. Otherwise the document's
     directive set becomes exactly the plan's (removed directives disappear, unchanged ones
     keep their ids and vectors). ``overwrite`` first deletes every other document that
     defines the same rule (Req 7.2); without it the rule's metadata is merged over all its
@@ -198,11 +207,7 @@ def upsert_document(
     scope = _scope(plan.scope)
     stored = _document(tx, scope, plan.uri)
     others = [r.resource_id for r in _rule_sources(tx, scope, plan.rule_id) if r.uri != plan.uri]
-    if (
-        stored is not None
-        and stored.content_hash == plan.content_hash
-        and not (overwrite and others)
-    ):
+    if _is_current(stored, plan) and not (overwrite and others):
         return DocumentWrite(
             status="unchanged",
             directives_unchanged=len(plan.directives),

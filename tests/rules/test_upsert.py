@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 from memory_core.errors import InvalidInputError, PathNotAllowedError
 from memory_core.rules.service import RulesService
 from memory_core.service import Memoir
+from rules_parser import PARSER_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -114,6 +115,31 @@ async def test_reingesting_an_unchanged_file_changes_nothing(
     assert {d.status for d in report.documents} == {"unchanged"}
     assert report.directives_added == report.relations_established == 0
     assert await _rows(memoir, snapshot_sql) == before
+
+
+async def test_a_document_an_older_parser_read_is_parsed_again(
+    loaded: RulesService, memoir: Memoir, project: Path
+) -> None:
+    # A store written before the parser improved: same text, older (here: no) parser version.
+    await memoir.store.db.write(
+        lambda conn: conn.execute(
+            "UPDATE resource SET metadata = json_remove(metadata, '$.parser_version') "
+            "WHERE uri = 'rules/auth.md'"
+        )
+    )
+
+    report = await loaded.upsert_markdown([str(project / "rules")], scope="s")
+
+    statuses = {d.path: d.status for d in report.documents}
+    assert statuses.pop("rules/auth.md") == "updated"
+    assert set(statuses.values()) == {"unchanged"}
+    versions = await _rows(
+        memoir,
+        "SELECT DISTINCT metadata ->> '$.parser_version' FROM resource WHERE uri LIKE 'rules/%'",
+    )
+    assert versions == [(PARSER_VERSION,)]
+    again = await loaded.upsert_markdown([str(project / "rules")], scope="s")
+    assert {d.status for d in again.documents} == {"unchanged"}
 
 
 async def test_removed_directive_disappears_and_unchanged_ones_keep_their_ids(

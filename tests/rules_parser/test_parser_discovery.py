@@ -112,3 +112,66 @@ def test_an_import_outside_the_folder_is_reported_not_read(tmp_path: Path) -> No
     reasons = {p.name: why for p, why in found.skipped}
     assert reasons["secret.md"] == "imported by AGENTS.md from outside the folder read"
     assert "home-folder" in reasons["personal.md"]
+
+
+def _taken(root: Path, **kwargs: object) -> dict[str, str]:
+    found = discover(root, **kwargs)  # type: ignore[arg-type]
+    return {p.relative_to(root).as_posix(): found.reasons[p] for p in found.files}
+
+
+def test_paths_an_agent_file_tells_the_reader_to_read_are_followed(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "AGENTS.md",
+        "# Agents\n\nBefore changing the API, see `guides/api-design.md`.\n\n"
+        "| Task | Guide |\n| --- | --- |\n| Write tests | `guides/testing.md` |\n\n"
+        "Update `CHANGELOG.md` and `guides/release-notes.md` on every change.\n"
+        "Details in `guides/missing.md`.\n",
+    )
+    _write(tmp_path, "guides/api-design.md", "- Name things well. Read `naming.md` too.\n")
+    _write(tmp_path, "guides/naming.md")  # followed from api-design.md, relative to it
+    _write(tmp_path, "guides/testing.md")  # a table whose column is "Guide"
+    _write(tmp_path, "guides/release-notes.md")  # named, but not as reading
+    _write(tmp_path, "CHANGELOG.md", "# Changelog\n\nSee `guides/history.md`.\n")
+    found = discover(tmp_path)
+    taken = _taken(tmp_path)
+    assert set(taken) == {
+        "AGENTS.md",
+        "guides/api-design.md",
+        "guides/testing.md",
+        "guides/naming.md",
+    }
+    assert taken["guides/naming.md"] == "imported by guides/api-design.md"
+    skipped = {p.relative_to(tmp_path).as_posix(): why for p, why in found.skipped}
+    assert skipped["guides/release-notes.md"].startswith("plain markdown")
+    assert skipped["CHANGELOG.md"].startswith("plain markdown")
+    assert "guides/missing.md" not in skipped  # a code span is not a promise the file exists
+
+
+def test_a_link_to_a_folder_of_docs_takes_its_markdown_files(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "CLAUDE.md",
+        "Read [the contributor guides](contributing/) and [the source](src/main.py).\n",
+    )
+    _write(tmp_path, "contributing/style.md")
+    _write(tmp_path, "contributing/reviews.markdown")
+    _write(tmp_path, "contributing/deep/old.md")  # one level: not recursive
+    _write(tmp_path, "src/main.py", "print('x')\n")
+    taken = _taken(tmp_path)
+    assert set(taken) == {"CLAUDE.md", "contributing/style.md", "contributing/reviews.markdown"}
+    assert taken["contributing/style.md"] == "imported by CLAUDE.md"
+
+
+def test_contributing_md_is_the_teams_rules_for_contributors(tmp_path: Path) -> None:
+    _write(tmp_path, "CONTRIBUTING.md", "# Contributing\n\n- Run the tests before a PR.\n")
+    _write(tmp_path, ".github/CONTRIBUTING.md")
+    _write(tmp_path, "vendor_pkg/CONTRIBUTING.md")  # a nested package's: plain markdown
+    _write(tmp_path, ".windsurf/rules/general.md")  # an agent rule file does not replace it
+    found = discover(tmp_path)
+    taken = _taken(tmp_path)
+    assert taken["CONTRIBUTING.md"] == "CONTRIBUTING.md: the team's rules for contributors"
+    assert ".github/CONTRIBUTING.md" in taken
+    skipped = {p.relative_to(tmp_path).as_posix(): why for p, why in found.skipped}
+    assert skipped["vendor_pkg/CONTRIBUTING.md"].startswith("plain markdown")
+    assert "CONTRIBUTING.md" not in _taken(tmp_path, exclude=["CONTRIBUTING.md"])
