@@ -28,7 +28,13 @@ __all__ = [
     "wants_overview",
 ]
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*", re.UNICODE)
+# A sentence runs to . ! ? or a line end; the dot of a title or common abbreviation ("Ms.
+# Hawkings", "e.g.") and of a decimal ("3.5") does not end it.
+_SENTENCE = re.compile(
+    r"(?:(?i:\b(?:mr|mrs|ms|dr|prof|sr|jr|st|mt|vs|etc|no|e\.g|i\.e)\.)(?=\s+\w)"
+    r"|(?<=\d)\.(?=\d)|[^.!?\n])+[.!?]*",
+    re.UNICODE,
+)
 _WORD = re.compile(r"\w+")
 _FILLER = re.compile(
     r"^(hi|hello|hey|thanks|thank you|ok|okay|sure|great|cool|yes|no|bye|good (morning|night))\b",
@@ -58,9 +64,16 @@ _TRANSIENT = re.compile(
     r"\b(today|tomorrow|tonight|this week|right now|currently|at the moment|yesterday)\b",
     re.IGNORECASE,
 )
+# A query *about* the user's goals, constraints or progress: a topic noun, or a question whose
+# verb is the subject's aim ("what am I trying to do?"). A request that merely states a need
+# ("I want to cancel my order", "order status") is not one: it wants items.
 _INTENT_QUERY = re.compile(
-    r"\b(goal|goals|plan|plans|trying|intend|intention|constraint|constraints|progress|status"
-    r"|working towards|want)\b",
+    r"\b(goals?|objectives?|intentions?|aims|priorities|constraints)\b"
+    r"|\bwhat(?:'s|\s+is|\s+are)\s+(?:my|our|his|her|their|the)\s+plans?\b"
+    r"|\bwhat\s+(?:am|are|is|do|does|did|was|were)\s+(?:\w+\s+){1,2}?"
+    r"(?:trying|working|aiming|hoping|planning|plan|plans|intend|intends|want|wants)\b"
+    r"|\b(?:what|how\s+much)\s+progress\b|\bprogress\s+(?:so\s+far|made)\b"
+    r"|\b(?:my|our|his|her|their)\s+progress\b|\bworking\s+towards?\b",
     re.IGNORECASE,
 )
 _OVERVIEW_QUERY = re.compile(r"\b(overview|summary|summarise|summarize|everything about)\b", re.I)
@@ -116,11 +129,19 @@ def stability_of(sentence: str) -> str:
     return "evolving"
 
 
-def _worth_keeping(sentence: str) -> bool:
+def _worth_keeping(sentence: str, role: str | None) -> bool:
+    """An assistant's questions and fragments are chatter; a user's are the request ("how can I
+    cancel order 123?", "order 123 status"), kept when they carry two content words. Text
+    without roles (files) keeps statements of four words or more."""
     words = _WORD.findall(sentence)
-    if len(words) < 4 or sentence.rstrip().endswith("?"):
+    if _FILLER.match(sentence.strip()) and len(words) < 7:
         return False
-    return not (_FILLER.match(sentence.strip()) and len(words) < 7)
+    if role == "user":
+        return len(words) >= 4 or len(word_stems(sentence)) >= 2
+    return len(words) >= 4 and not sentence.rstrip().endswith("?")
+
+
+_NOT_USER = ("assistant", "system", "tool")
 
 
 def offline_extract(
@@ -140,11 +161,13 @@ def offline_extract(
     for region in regions:
         for start, end in sentence_spans(text, int(region["start"]), int(region["end"])):
             sentence = text[start:end]
-            if not _worth_keeping(sentence):
+            if not _worth_keeping(sentence, region.get("role")):
                 continue
             confidence = 0.6
-            if region.get("role") in ("assistant", "system", "tool"):
+            if region.get("role") in _NOT_USER:
                 confidence -= 0.2
+            elif sentence.rstrip().endswith("?"):
+                confidence -= 0.1
             if _STABLE.search(sentence) or _GOAL.search(sentence) or _CONSTRAINT.search(sentence):
                 confidence += 0.2
             evidence: dict[str, Any] = {"resource_id": resource_id, "span": [start, end]}
@@ -215,6 +238,8 @@ def query_terms(query: str, limit: int = 12) -> list[str]:
 
 
 def wants_intention(query: str) -> bool:
+    """Whether ``query`` asks about the user's goals, constraints or progress (not whether it
+    states a need of its own: "I want to cancel my order" asks for items)."""
     return bool(_INTENT_QUERY.search(query))
 
 

@@ -100,10 +100,14 @@ def refresh_categories(
     ctx: StepContext, scope: Mapping[str, str], keys: Sequence[str] | None, anchors: int
 ) -> dict[str, int]:
     """Recompute item counts, anchors (items nearest the centroid, by confidence) and
-    extractive summaries of the given categories of one scope (all when ``keys`` is None)."""
+    extractive summaries of the given categories of one scope (all when ``keys`` is None).
+    Only the members of those categories are read, so a memorize costs what it touched."""
     wanted = {c["key"] for c in ctx.taxonomy} if keys is None else set(keys)
+    if not wanted:
+        return {}
     members: dict[str, list[ItemRow]] = {k: [] for k in wanted}
-    for row in ctx.store.items(exact_filter(scope)):
+    only = None if keys is None else sorted(wanted)
+    for row in ctx.store.items(exact_filter(scope), categories=only):
         if row.category_key in members:
             members[row.category_key].append(row)
     rows = []

@@ -1,5 +1,9 @@
 """The retrieve pipeline's built-in steps (seed 004 §6.1, §7): route intention, sufficiency,
 route category, sufficiency, recall (vector + lexical), verify / rerank, build context.
+
+A layer judged sufficient stops the descent: the layers below it are not routed and no model
+reranks. The items are still recalled (no model call) and ranked offline, so a retrieve never
+comes back empty while items match; the context leads with the layer that sufficed.
 """
 
 from __future__ import annotations
@@ -121,8 +125,6 @@ def route_category(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandl
 
 
 def recall_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
-    if state.get("sufficient"):
-        return {"candidates": [], "fallbacks": []}
     policy = ctx.policy
     selector = _filter(state)
     wanted = state.get("options", {}).get("top_k") or spec.config.get("top_k", 50)
@@ -178,7 +180,7 @@ def verify_rerank(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle
     keep = int(state.get("options", {}).get("keep") or spec.config.get("keep", 10))
     if not candidates:
         return {"ranked": []}
-    if llm.offline:
+    if llm.offline or state.get("sufficient"):
         query = set(word_stems(state["query"]))
         scored = [
             (c["cosine"] + 0.5 * overlap(query, word_stems(c["text"])) + 10 * c["fused"], c)

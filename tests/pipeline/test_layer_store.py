@@ -60,6 +60,39 @@ def test_a_superseded_item_leaves_both_indexes(store: LayerStore) -> None:
     assert store.count_items(everyone) == 2
 
 
+def test_items_can_be_read_by_category(store: LayerStore) -> None:
+    rows = store.items_by_id(["i0", "i1"])
+    rows[0].category_key, rows[1].category_key = "drinks", "food"
+    store.upsert_items(rows)
+    acme = {"org_id": ("acme",), "user_id": None}
+    assert [r.item_id for r in store.items(acme, categories=["drinks"])] == ["i0"]
+    assert {r.item_id for r in store.items(acme, categories=["drinks", "food"])} == {"i0", "i1"}
+    assert store.items(acme, categories=[]) == []
+
+
+def test_vector_search_sees_every_write_after_the_first_search(store: LayerStore) -> None:
+    everyone = {"org_id": ("acme", "evil"), "user_id": None}
+    acme = {"org_id": ("acme",), "user_id": None}
+    store.vector_search(acme, np.eye(4)[3], 1)  # a backend may cache the matrix from here on
+    added = ItemRow("i3", {"org_id": "acme", "user_id": "ann"}, "r", "new", [], 0.5, "stable",
+                    embedding=np.eye(4, dtype=np.float32)[3])  # fmt: skip
+    outside = ItemRow("i4", {"org_id": "evil", "user_id": "eve"}, "r", "x", [], 0.5, "stable",
+                      embedding=np.eye(4, dtype=np.float32)[3])  # fmt: skip
+    store.upsert_items([added, outside])
+    assert [h[0] for h in store.vector_search(acme, np.eye(4)[3], 1)] == ["i3"]
+    assert {h[0] for h in store.vector_search(everyone, np.eye(4)[3], 2)} == {"i3", "i4"}
+    # a moved vector is found where it now points, a superseded one not at all
+    (moved,) = store.items_by_id(["i3"])
+    moved.embedding = np.eye(4, dtype=np.float32)[2]
+    (gone,) = store.items_by_id(["i1"])
+    gone.status = "superseded"
+    store.upsert_items([moved, gone])
+    hits = store.vector_search(acme, np.eye(4)[2], 3)
+    assert hits[0][0] == "i3" and hits[0][1] == pytest.approx(1.0)
+    assert "i1" not in [h[0] for h in hits]
+    assert store.vector_search(acme, np.eye(4)[0], 3)[0][0] == "i0"
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

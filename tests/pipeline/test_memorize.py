@@ -36,6 +36,25 @@ def test_items_carry_evidence_spans_confidence_stability_and_version(
     assert not any("Anything else" in i.text for i in items)
 
 
+def test_a_short_or_question_request_of_the_user_is_kept_and_titles_do_not_split_names(
+    make_service: ServiceFactory,
+) -> None:
+    service = make_service()
+    chat = [
+        {"role": "user", "content": "How do I return the blue kettle?"},
+        {"role": "assistant", "content": "Which order is it? Dr. Okafor from returns will help."},
+        {"role": "user", "content": "Kettle refund status"},
+        {"role": "user", "content": "Thanks!"},
+    ]
+    service.memorize(ALICE, conversation=chat)
+    texts = {i.text for i in service.store.items({"org_id": ("acme",), "user_id": ("alice",)})}
+    assert "How do I return the blue kettle?" in texts
+    assert "Kettle refund status" in texts
+    assert "Dr. Okafor from returns will help." in texts
+    # the assistant's question and the user's filler stay out
+    assert not texts & {"Which order is it?", "Thanks!"}
+
+
 def test_memorize_is_idempotent_on_resource_hash_and_pipeline_revision(
     make_service: ServiceFactory,
 ) -> None:

@@ -10,6 +10,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_core.errors import InvalidInputError, LimitExceededError
+from memory_core.pipeline.extraction import wants_intention
 from memory_core.pipeline.scopes import ANY, ScopeSelector
 from memory_core.storage.layer import matches
 from tests.pipeline.conftest import ServiceFactory
@@ -42,8 +43,10 @@ def test_item_layer_finds_the_fact_with_its_scope_and_evidence(
 def test_a_goal_question_stops_at_the_intention_layer(make_service: ServiceFactory) -> None:
     service = _filled(make_service)
     result = service.retrieve(ScopeSelector(org_id="acme", user_id="alice"), "what are my goals?")
-    assert result.layer == "intention" and result.items == []
-    assert "billing migration" in result.context
+    assert result.layer == "intention"
+    assert result.context.startswith("[goal] I want to finish the billing migration")
+    # the layer that sufficed leads; the items that match still come back (ranked offline)
+    assert result.items and result.categories == []
     assert result.sufficiency[1] == {"layer": "category", "skipped": True}
     steps = service.runs(1)[0]["steps"]
     assert [s["step_id"] for s in steps][-1] == "build_context"
@@ -53,8 +56,48 @@ def test_an_overview_question_stops_at_the_category_layer(make_service: ServiceF
     service = _filled(make_service)
     service.config("sufficiency_category", threshold=0.0)
     result = service.retrieve(ScopeSelector(org_id="acme", user_id=ANY), "summary of preferences")
-    assert result.layer == "category" and result.items == []
+    assert result.layer == "category" and result.items
     assert result.categories and "[category" in result.context
+    assert result.context.index("[category") < result.context.index("\n- ")
+
+
+def test_a_request_stating_a_need_is_answered_from_items_not_the_intention(
+    make_service: ServiceFactory,
+) -> None:
+    # alice has an intention (a goal and a constraint); a request that says "I want" / "I plan"
+    # or asks for a status is not a question about her goals and must get her items
+    service = _filled(make_service)
+    alice = ScopeSelector(org_id="acme", user_id="alice")
+    for query in (
+        "I want to know which food I am allergic to",
+        "I plan a team lunch, what must it avoid?",
+        "peanut allergy status",
+    ):
+        result = service.retrieve(alice, query)
+        assert result.layer == "item", query
+        assert result.sufficiency[0]["sufficient"] is False, query
+        assert any("peanuts" in i["text"] for i in result.items), query
+
+
+@pytest.mark.parametrize(
+    ("query", "about_goals"),
+    [
+        ("what are my goals?", True),
+        ("What is the user trying to achieve?", True),
+        ("what's the plan for the launch", True),
+        ("how much progress have we made", True),
+        ("I want to cancel my order", False),
+        ("I plan to move, how do I change my address?", False),
+        ("I'm trying to list the payment options", False),
+        ("what is the fee if I want to cancel", False),
+        ("what plans do you offer", False),
+        ("order 123 status", False),
+    ],
+)
+def test_only_questions_about_goals_or_progress_want_the_intention(
+    query: str, about_goals: bool
+) -> None:
+    assert wants_intention(query) is about_goals
 
 
 def test_cross_scope_retrieval_with_in_and_any(make_service: ServiceFactory) -> None:

@@ -81,8 +81,8 @@ class InMemoryLayerStore:
         self._items: dict[str, ItemRow] = {}
         # item ids per scope key, so a selector visits its scopes, not every item
         self._by_scope: dict[tuple[str, ...], dict[str, None]] = defaultdict(dict)
-        self._generation = 0
-        self._matrices: dict[Any, tuple[int, list[str], np.ndarray]] = {}
+        # one growing matrix per selector searched, kept current by upsert_items
+        self._vectors: dict[Any, tuple[ScopeFilter, _VectorBlock]] = {}
         self._postings: dict[str, set[str]] = defaultdict(set)
         self._counts: dict[str, dict[str, int]] = {}
         self._lengths: dict[str, int] = {}
@@ -142,7 +142,13 @@ class InMemoryLayerStore:
 
     def upsert_items(self, rows: Sequence[ItemRow]) -> None:
         with self._lock:
-            self._generation += 1
+            for selector, block in self._vectors.values():
+                for row in rows:
+                    live = row.status == "active" and row.embedding is not None
+                    if live and matches(row.scope, selector):
+                        block.put(row.item_id, np.asarray(row.embedding, dtype=np.float32))
+                    else:
+                        block.drop(row.item_id)
             for row in rows:
                 self._unindex(row.item_id)
                 stored = _copy_item(row)
@@ -163,10 +169,20 @@ class InMemoryLayerStore:
         self._lengths.pop(item_id, None)
 
     def items(
-        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
+        self,
+        selector: ScopeFilter,
+        *,
+        status: str | None = "active",
+        limit: int | None = None,
+        categories: Sequence[str] | None = None,
     ) -> list[ItemRow]:
+        wanted = None if categories is None else set(categories)
         with self._lock:
-            out = [_copy_item(row) for row in self._in_scope(selector, status)]
+            out = [
+                _copy_item(row)
+                for row in self._in_scope(selector, status)
+                if wanted is None or row.category_key in wanted
+            ]
         out.sort(key=lambda r: (r.created_at, r.item_id))
         return out if limit is None else out[:limit]
 
@@ -185,29 +201,26 @@ class InMemoryLayerStore:
             return []
         key = tuple(sorted(selector.items()))
         with self._lock:
-            cached = self._matrices.get(key)
-            if cached is None or cached[0] != self._generation:
-                rows = [r for r in self._in_scope(selector) if r.embedding is not None]
-                ids = [r.item_id for r in rows]
-                matrix = (
-                    np.vstack([r.embedding for r in rows if r.embedding is not None])
-                    if rows
-                    else np.zeros((0, len(vector)), dtype=np.float32)
-                )
-                if len(self._matrices) > 32:
-                    self._matrices.clear()
-                cached = (self._generation, ids, matrix)
-                self._matrices[key] = cached
-        _, ids, matrix = cached
-        if not ids:
-            return []
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
-        if k < len(ids):
-            part = np.argpartition(-scores, k - 1)[:k]
-            top = part[np.argsort(-scores[part], kind="stable")]
-        else:
-            top = np.argsort(-scores, kind="stable")
-        return [(ids[i], float(scores[i])) for i in top]
+            cached = self._vectors.get(key)
+            if cached is None:
+                block = _VectorBlock(len(vector))
+                for row in self._in_scope(selector):
+                    if row.embedding is not None:
+                        block.put(row.item_id, np.asarray(row.embedding, dtype=np.float32))
+                if len(self._vectors) >= 32:
+                    self._vectors.pop(next(iter(self._vectors)))
+                cached = (dict(selector), block)
+                self._vectors[key] = cached
+            ids, matrix = cached[1].view()
+            if not ids:
+                return []
+            scores = matrix @ np.asarray(vector, dtype=np.float32)
+            if k < len(ids):
+                part = np.argpartition(-scores, k - 1)[:k]
+                top = part[np.argsort(-scores[part], kind="stable")]
+            else:
+                top = np.argsort(-scores, kind="stable")
+            return [(ids[i], float(scores[i])) for i in top]
 
     def lexical_search(
         self, selector: ScopeFilter, terms: Sequence[str], k: int
@@ -278,3 +291,39 @@ def _copy_item(row: ItemRow) -> ItemRow:
     # Rows are handed out mutable: copy what callers may change in place; vectors are never
     # changed in place, so they are shared.
     return dataclasses.replace(row, scope=dict(row.scope), evidence=copy.deepcopy(row.evidence))
+
+
+class _VectorBlock:
+    """The vectors of one selector in insertion order, in a buffer that grows by doubling:
+    a write appends or overwrites one row instead of rebuilding the matrix."""
+
+    def __init__(self, dim: int) -> None:
+        self._ids: list[str] = []
+        self._row: dict[str, int] = {}
+        self._buffer = np.zeros((16, dim), dtype=np.float32)
+
+    def put(self, item_id: str, vector: np.ndarray) -> None:
+        at = self._row.get(item_id)
+        if at is None:
+            at = len(self._ids)
+            if at == len(self._buffer):
+                grown = np.zeros((2 * at, self._buffer.shape[1]), dtype=np.float32)
+                grown[:at] = self._buffer
+                self._buffer = grown
+            self._ids.append(item_id)
+            self._row[item_id] = at
+        self._buffer[at] = vector
+
+    def drop(self, item_id: str) -> None:
+        at = self._row.pop(item_id, None)
+        if at is None:
+            return
+        n = len(self._ids)
+        self._buffer[at : n - 1] = self._buffer[at + 1 : n]
+        del self._ids[at]
+        for moved in self._ids[at:]:
+            self._row[moved] -= 1
+
+    def view(self) -> tuple[list[str], np.ndarray]:
+        """The ids and their vectors, a slice of the buffer: use it under the store's lock."""
+        return self._ids, self._buffer[: len(self._ids)]

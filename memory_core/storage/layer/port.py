@@ -150,8 +150,15 @@ class LayerStore(Protocol):
     def upsert_items(self, rows: Sequence[ItemRow]) -> None: ...
 
     def items(
-        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
-    ) -> list[ItemRow]: ...
+        self,
+        selector: ScopeFilter,
+        *,
+        status: str | None = "active",
+        limit: int | None = None,
+        categories: Sequence[str] | None = None,
+    ) -> list[ItemRow]:
+        """Items in ``selector``, oldest first; ``categories`` keeps those category keys only."""
+        ...
 
     def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]: ...
 

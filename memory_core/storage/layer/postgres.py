@@ -441,13 +441,21 @@ class PostgresLayerStore:
         )
 
     def items(
-        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
+        self,
+        selector: ScopeFilter,
+        *,
+        status: str | None = "active",
+        limit: int | None = None,
+        categories: Sequence[str] | None = None,
     ) -> list[ItemRow]:
         where, params = pg_scope_where(selector)
         sql = f"{self._item_select()} WHERE {where}"
         if status is not None:
             sql += " AND status = %s"
             params.append(status)
+        if categories is not None:
+            sql += " AND category_key = ANY(%s::text[])"
+            params.append(list(categories))
         sql += " ORDER BY created_at, item_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"

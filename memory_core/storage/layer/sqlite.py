@@ -323,13 +323,21 @@ class SqliteLayerStore:
         )
 
     def items(
-        self, selector: ScopeFilter, *, status: str | None = "active", limit: int | None = None
+        self,
+        selector: ScopeFilter,
+        *,
+        status: str | None = "active",
+        limit: int | None = None,
+        categories: Sequence[str] | None = None,
     ) -> list[ItemRow]:
         where, params = scope_where(selector)
         sql = f"{self._item_select()} WHERE {where}"
         if status is not None:
             sql += " AND status = ?"
             params.append(status)
+        if categories is not None:
+            sql += f" AND category_key IN ({', '.join('?' * len(categories)) or 'NULL'})"
+            params.extend(categories)
         sql += " ORDER BY created_at, item_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
