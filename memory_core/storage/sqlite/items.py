@@ -523,12 +523,16 @@ class SqliteItems:
                 hint=f"the band index finds near-duplicates within {_BANDS - 1} bits",
             )
         bands = simhash_bands(simhash)
-        probe = " OR ".join("(band = ? AND value = ?)" for _ in bands)
+        # One primary-key probe per band, UNIONed: with the bands OR-ed in one WHERE, SQLite's
+        # planner may take the scope prefix alone and scan every band row of the scope.
+        probe = " UNION ".join(
+            "SELECT item_id FROM item_simhash_band WHERE scope = ? AND band = ? AND value = ?"
+            for _ in bands
+        )
         candidates = [
             int(r[0])
             for r in self._conn.execute(
-                f"SELECT DISTINCT item_id FROM item_simhash_band WHERE scope = ? AND ({probe})",
-                (scope.key, *(x for pair in bands for x in pair)),
+                probe, tuple(x for band, value in bands for x in (scope.key, band, value))
             )
         ]
         found = [
