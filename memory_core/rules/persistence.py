@@ -24,6 +24,7 @@ from memory_core.rules.graph import DIRECTIVE_KIND, RULE_DOCUMENT_KIND, Document
 from memory_core.rules.graph_diff import (
     ORPHAN_KINDS,
     RULE_EDGE_TYPES,
+    EntityKey,
     desired_edges,
     document_entities,
     merged_rule_metadata,
@@ -180,12 +181,41 @@ def _current_edges(
 def upsert_documents(
     tx: Tx, plans: Sequence[DocumentPlan], vectors: dict[str, np.ndarray], overwrite: bool
 ) -> list[DocumentWrite]:
-    """Write several document plans in one transaction (ingest of a folder in batches)."""
-    return [upsert_document(tx, plan, vectors, overwrite) for plan in plans]
+    """Write several document plans in one transaction (ingest of a folder in batches).
+
+    The documents share their entity lookups: topics, layers, severities and conditions
+    recur across documents, and an id found once stays valid in the same transaction.
+    """
+    known: dict[EntityKey, int] = {}
+    return [upsert_document(tx, plan, vectors, overwrite, known=known) for plan in plans]
+
+
+def _ensure_entities(
+    tx: Tx, scope: Scope, needed: Sequence[NewEntity], known: dict[EntityKey, int]
+) -> dict[EntityKey, int]:
+    """``tx.graph.ensure_entities`` asked only for entities ``known`` does not hold yet."""
+    missing = [e for e in needed if (e.kind, e.key) not in known]
+    if missing:
+        known.update(tx.graph.ensure_entities(scope, missing))
+    return {(e.kind, e.key): known[(e.kind, e.key)] for e in needed}
+
+
+def _forget(known: dict[EntityKey, int], entity_ids: Iterable[int]) -> None:
+    """Drop cached entity ids that may have been deleted."""
+    gone = set(entity_ids)
+    if not gone:
+        return
+    for key in [k for k, v in known.items() if v in gone]:
+        del known[key]
 
 
 def upsert_document(
-    tx: Tx, plan: DocumentPlan, vectors: dict[str, np.ndarray], overwrite: bool
+    tx: Tx,
+    plan: DocumentPlan,
+    vectors: dict[str, np.ndarray],
+    overwrite: bool,
+    *,
+    known: dict[EntityKey, int] | None = None,
 ) -> DocumentWrite:
     """Write one document's plan (inside one write transaction).
 
@@ -200,6 +230,7 @@ def upsert_document(
         plan: the document plan.
         vectors: uid -> embedding for directives that may be new.
         overwrite: replace the rule's other sources instead of merging with them.
+        known: entity ids already found in this transaction (read and extended).
 
     Returns:
         What changed.
@@ -215,7 +246,9 @@ def upsert_document(
         )
     removed = 0
     orphans: set[int] = set()
-    if overwrite:
+    known = {} if known is None else known
+    if overwrite and others:
+        known.clear()  # their sections go
         for other in others:
             removed += _delete_resource(tx, scope, other, orphans)
     if stored is None:
@@ -278,7 +311,7 @@ def upsert_document(
         for e in tx.graph.find_entities(scope, kinds=("section",), resource_id=resource_id)
     }
     needed = document_entities(plan, merged, resource_id)
-    entities = tx.graph.ensure_entities(scope, needed)
+    entities = _ensure_entities(tx, scope, needed, known)
     rule = entities[("rule", plan.rule_id)]
     tx.graph.update_entity(rule, name=needed[0].name, metadata=merged, resource_id=resource_id)
     section_keys = {key for key, _, _ in plan.sections}
@@ -298,6 +331,7 @@ def upsert_document(
     tx.graph.apply_edges(scope, add=new_edges, remove=stale)
     orphans |= {e.dst_id for e in stale if e.dst_kind == "entity"}
     _delete_orphans(tx, scope, orphans)
+    _forget(known, [*orphans, *stale_sections])
     tx.graph.bump_version(scope)
     return DocumentWrite(
         status=status,

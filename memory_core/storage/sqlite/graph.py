@@ -35,6 +35,12 @@ def _entity(row: Sequence[Any]) -> Entity:
     )
 
 
+def _edge_key(edge: Edge) -> tuple[str, int, str, str, int]:
+    # The dataclass order, as a tuple: sorting thousands of edges by their generated __lt__
+    # costs a Python call per comparison.
+    return (edge.src_kind, edge.src_id, edge.rel_type, edge.dst_kind, edge.dst_id)
+
+
 def _version_key(scope: Scope) -> str:
     return f"graph_version:{scope.key}"
 
@@ -194,7 +200,11 @@ class SqliteGraph:
         if not sources and not targets:
             run(select + types, [scope.key, *type_params])
             return found
+        # By target: name the (scope, dst_kind, dst_id) index, or the planner walks the scope's
+        # part of the covering unique index (a scan of the scope's edges per call).
+        by_target = select.replace("FROM relation", "FROM relation INDEXED BY relation_dst")
         for column, endpoints in (("src", sources), ("dst", targets)):
+            head = select if column == "src" else by_target
             by_kind: dict[str, list[int]] = {}
             for kind, ident in endpoints:
                 by_kind.setdefault(kind, []).append(int(ident))
@@ -202,7 +212,7 @@ class SqliteGraph:
                 for start in range(0, len(ids), _BATCH):
                     batch = ids[start : start + _BATCH]
                     run(
-                        select
+                        head
                         + f" AND {column}_kind = ? AND {column}_id IN ({','.join('?' * len(batch))})"
                         + types,
                         [scope.key, kind, *batch, *type_params],
@@ -210,7 +220,7 @@ class SqliteGraph:
         return found
 
     def apply_edges(self, scope: Scope, *, add: Iterable[Edge], remove: Iterable[Edge]) -> int:
-        stale = sorted(set(remove))
+        stale = sorted(set(remove), key=_edge_key)
         self._conn.executemany(
             "DELETE FROM relation WHERE scope = ? AND src_kind = ? AND src_id = ? "
             "AND rel_type = ? AND dst_kind = ? AND dst_id = ?",
@@ -223,7 +233,7 @@ class SqliteGraph:
             "created_at) VALUES (?,?,?,?,?,?,?)",
             [
                 (scope.key, e.src_kind, e.src_id, e.rel_type, e.dst_kind, e.dst_id, now)
-                for e in sorted(set(add))
+                for e in sorted(set(add), key=_edge_key)
             ],
         )
         return int(self._conn.total_changes - before)
@@ -237,7 +247,8 @@ class SqliteGraph:
             orphaned.extend(
                 int(r[0])
                 for r in self._conn.execute(
-                    f"SELECT entity_id FROM entity WHERE entity_id IN ({marks}) AND scope = ? "
+                    # '+scope': look the ids up by key, not by walking the scope's entities.
+                    f"SELECT entity_id FROM entity WHERE entity_id IN ({marks}) AND +scope = ? "
                     "AND NOT EXISTS (SELECT 1 FROM relation WHERE relation.scope = entity.scope "
                     "AND src_kind = 'entity' AND src_id = entity.entity_id) "
                     "AND NOT EXISTS (SELECT 1 FROM relation WHERE relation.scope = entity.scope "

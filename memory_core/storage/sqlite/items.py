@@ -90,7 +90,7 @@ def row_to_item(row: Sequence[Any], metadata: dict[str, Any]) -> Item:
         importance=float(row[14]),
         pinned=bool(row[15]),
         repeat_count=int(row[16]),
-        tags=tuple(json.loads(row[17])),
+        tags=() if row[17] == "[]" else tuple(json.loads(row[17])),
         created_at=row[18],
         updated_at=row[19],
         valid_from=row[20],
