@@ -195,7 +195,11 @@ class ServerItems:
         if not items:
             return []
         now = utc_now()
-        new = self._insert_rows([new_item_row(item, now) for item in items])
+        # Rows go in uid order: two writers of overlapping batches then lock the unique
+        # index in one order and wait for each other instead of deadlocking.
+        order = sorted(range(len(items)), key=lambda i: items[i].uid)
+        inserted = self._insert_rows([new_item_row(items[i], now) for i in order])
+        new = {order[k]: item_id for k, item_id in inserted.items()}
         missing = list({items[i].uid for i in range(len(items)) if i not in new})
         existing: dict[str, int] = {}
         if missing:
