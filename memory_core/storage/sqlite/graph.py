@@ -168,8 +168,15 @@ class SqliteGraph:
         ids = [(int(i),) for i in entity_ids]
         if not ids:
             return 0
-        self._conn.executemany("DELETE FROM relation WHERE src_kind = 'entity' AND src_id = ?", ids)
-        self._conn.executemany("DELETE FROM relation WHERE dst_kind = 'entity' AND dst_id = ?", ids)
+        # Within the entity's own scope, so the relation indexes (which lead with scope) find
+        # its edges instead of scanning every scope's relations once per entity.
+        own_scope = "scope = (SELECT scope FROM entity WHERE entity_id = ?1)"
+        self._conn.executemany(
+            f"DELETE FROM relation WHERE {own_scope} AND src_kind = 'entity' AND src_id = ?1", ids
+        )
+        self._conn.executemany(
+            f"DELETE FROM relation WHERE {own_scope} AND dst_kind = 'entity' AND dst_id = ?1", ids
+        )
         self._conn.executemany("DELETE FROM observation WHERE entity_id = ?", ids)
         before = self._conn.total_changes
         self._conn.executemany("DELETE FROM entity WHERE entity_id = ?", ids)
