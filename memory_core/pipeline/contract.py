@@ -116,6 +116,22 @@ class DurableRunner(Protocol):
         ...
 
 
+@runtime_checkable
+class ResumableRunner(Protocol):
+    """A runner that saves each run's state after every step, so another process can finish
+    the run from the last saved step (Burr)."""
+
+    name: str
+
+    def persisted_state(self, pipeline_name: str, run_id: str) -> State | None:
+        """The pipeline state last saved for a run, or None if there is none."""
+        ...
+
+    def resume(self, pipeline: Pipeline, run_id: str, execute_step: ExecuteStep) -> RunOutcome:
+        """Continues a saved run after its last completed step (or at its failed one)."""
+        ...
+
+
 class SyncRunner:
     """The default runner: steps run one after another in this process; a failure stops the run.
 

@@ -41,6 +41,7 @@ from memory_core.pipeline.contract import (
     ExecuteStep,
     Pipeline,
     PipelineName,
+    ResumableRunner,
     Runner,
     RunOutcome,
     State,
@@ -320,6 +321,27 @@ class MemoryService:
             outcome = self.runner.run_stored(kind, revision, state)
         else:
             outcome = self.runner.run(self._pipelines[kind], state, self._execute_step)
+        self._log_run(
+            run_id, kind, revision, outcome, input_summary, scope_range, summarise, started
+        )
+        return run_id, outcome
+
+    def _log_run(
+        self,
+        run_id: str,
+        kind: PipelineName,
+        revision: int,
+        outcome: RunOutcome,
+        input_summary: dict[str, Any],
+        scope_range: dict[str, Any],
+        summarise: Callable[[State], dict[str, Any]],
+        started: float,
+    ) -> None:
+        """Writes the run log; a failed run then raises.
+
+        Raises:
+            PipelineRunError: the run failed (the log names the step and the cause).
+        """
         body = {
             "kind": kind,
             "runner": self.runner.name,
@@ -350,7 +372,58 @@ class MemoryService:
                 hint="see the run log (service.runs()) for the step timings and cause",
                 details={"run_id": run_id},
             )
-        return run_id, outcome
+
+    def resume(self, kind: PipelineName, runner_run_id: str) -> dict[str, Any]:
+        """Finishes a run whose process stopped, from the state its runner saved (Burr): the
+        steps after the last saved one run on the run's own pipeline revision, read from the
+        store, and the run is logged (its input names the run it resumes).
+
+        Returns:
+            The run log entry of the resumed run (as in :meth:`runs`).
+
+        Raises:
+            ConfigError: this service's runner keeps no state to resume from (a Temporal run
+                needs no call: any worker of its task queue finishes it).
+            NotFoundError: the runner saved nothing for `runner_run_id`, or its revision is
+                not in this store.
+            InvalidInputError: the saved scope does not fit this store.
+            PipelineRunError: a step failed again.
+        """
+        runner = self.runner
+        if not isinstance(runner, ResumableRunner):
+            raise ConfigError(
+                f"the {runner.name!r} runner keeps no run state to resume {runner_run_id!r} from",
+                hint="create the service with the burr runner on the run's state file",
+            )
+        saved = runner.persisted_state(kind, runner_run_id)
+        if saved is None:
+            raise NotFoundError(
+                f"the {runner.name} runner saved no {kind} run {runner_run_id!r}",
+                hint="use the runner_run_id of a run in service.runs()",
+            )
+        revision = saved.get("pipeline_revision")
+        if not isinstance(revision, int):
+            raise InvalidInputError(
+                f"{kind} run {runner_run_id!r} saved no pipeline revision (got {revision!r})",
+                hint="only runs started by a MemoryService can be resumed by one",
+            )
+        self._check_run_scope(kind, saved)
+        pipeline = self.stored_pipeline(kind, revision)
+        run_id = uuid.uuid4().hex
+        started = time.perf_counter()
+        outcome = runner.resume(pipeline, runner_run_id, self._execute_step)
+        scope_range = saved.get("scope") or saved.get("selector") or {}
+        self._log_run(
+            run_id,
+            kind,
+            revision,
+            outcome,
+            {"resumed": runner_run_id},
+            scope_range,
+            _OUTPUTS[kind],
+            started,
+        )
+        return self.runs(1)[0]
 
     # -- stored steps (what a durable runner's worker runs) ------------------------------------
 
@@ -485,22 +558,12 @@ class MemoryService:
                 pipeline_revision=self.pipeline_revision,
             )
 
-        def output(state: State) -> dict[str, Any]:
-            persisted = state.get("persisted", {})
-            return {
-                "resource_id": state.get("resource", {}).get("resource_id"),
-                "items_added": len(persisted.get("items_added", [])),
-                "items_merged": len(persisted.get("items_merged", [])),
-                "categories": persisted.get("categories", []),
-                "missing_capabilities": state.get("missing_capabilities", []),
-            }
-
         run_id, outcome = self._run(
             "memorize",
             {"scope": full, "resource_input": inp, "content_hash": digest, "options": {}},
             input_summary=summary,
             scope_range=full,
-            summarise=output,
+            summarise=_memorize_output,
         )
         state = outcome.state
         persisted = state.get("persisted", {})
@@ -539,21 +602,12 @@ class MemoryService:
         scope_range = {k: ("ANY" if v is None else v) for k, v in as_json.items()}
         options = {"top_k": top_k, "keep": keep, "budget_tokens": budget_tokens}
 
-        def output(state: State) -> dict[str, Any]:
-            ctx = state.get("context", {})
-            return {
-                "layer": ctx.get("layer"),
-                "items": [i["item_id"] for i in ctx.get("items", [])],
-                "tokens": ctx.get("tokens", 0),
-                "fallbacks": state.get("fallbacks", []),
-            }
-
         run_id, outcome = self._run(
             "retrieve",
             {"selector": as_json, "query": query, "options": options},
             input_summary={"query": query[:120], "chars": len(query)},
             scope_range=scope_range,
-            summarise=output,
+            summarise=_retrieve_output,
         )
         state = outcome.state
         ctx = state.get("context", {})
@@ -584,20 +638,12 @@ class MemoryService:
         """
         full = self.scope_spec.scope(scope)
 
-        def output(state: State) -> dict[str, Any]:
-            diff = state.get("diff", {})
-            return {
-                "superseded": len(diff.get("superseded", [])),
-                "recategorised": len(diff.get("recategorised", [])),
-                "intention_version": diff.get("intention", {}).get("to_version"),
-            }
-
         run_id, outcome = self._run(
             "evolve",
             {"scope": full, "options": {}},
             input_summary={"scope": full},
             scope_range=full,
-            summarise=output,
+            summarise=_evolve_output,
         )
         return EvolveResult(
             run_id=run_id,
@@ -801,6 +847,43 @@ class MemoryService:
         """
         row = self._revision(revision)
         return self._apply(set_from_json(row.pipelines), f"rollback to {revision}")
+
+
+def _memorize_output(state: State) -> dict[str, Any]:
+    persisted = state.get("persisted", {})
+    return {
+        "resource_id": state.get("resource", {}).get("resource_id"),
+        "items_added": len(persisted.get("items_added", [])),
+        "items_merged": len(persisted.get("items_merged", [])),
+        "categories": persisted.get("categories", []),
+        "missing_capabilities": state.get("missing_capabilities", []),
+    }
+
+
+def _retrieve_output(state: State) -> dict[str, Any]:
+    ctx = state.get("context", {})
+    return {
+        "layer": ctx.get("layer"),
+        "items": [i["item_id"] for i in ctx.get("items", [])],
+        "tokens": ctx.get("tokens", 0),
+        "fallbacks": state.get("fallbacks", []),
+    }
+
+
+def _evolve_output(state: State) -> dict[str, Any]:
+    diff = state.get("diff", {})
+    return {
+        "superseded": len(diff.get("superseded", [])),
+        "recategorised": len(diff.get("recategorised", [])),
+        "intention_version": diff.get("intention", {}).get("to_version"),
+    }
+
+
+_OUTPUTS: dict[str, Callable[[State], dict[str, Any]]] = {
+    "memorize": _memorize_output,
+    "retrieve": _retrieve_output,
+    "evolve": _evolve_output,
+}
 
 
 def _embed_function(embedder: Any) -> Callable[[Sequence[str]], np.ndarray]:

@@ -9,16 +9,23 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from resume_kit import (
+    STOP_AFTER,
+    StepLog,
+    audit,
+    layer_service,
+    logged_steps,
+    stored,
+    uninterrupted_memorize,
+)
 from temporalio import activity
 from temporalio.client import Client
 
-from memory_core.pipeline.contract import Runner, StepSpec, SyncRunner
 from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 from memory_core.pipeline.runners.temporal_workflow import (
@@ -27,82 +34,30 @@ from memory_core.pipeline.runners.temporal_workflow import (
     StoredRunResult,
 )
 from memory_core.pipeline.service import MemoryService
-from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn
-from tests.pipeline.layer_kit import ALICE, CATEGORIES, CHAT, OrgScope
+from memory_core.pipeline.steps import StepFn
+from tests.pipeline.layer_kit import ALICE, CHAT
 
-GATE_AFTER = "extract_items"
-"""The first worker stops once this step (the third of memorize) has completed."""
 WAIT_S = 60.0
 
 
-@dataclass
-class StepLog:
-    """Every step call of every service, as (worker, step_id), in order."""
+def _stop_on_worker_shutdown(worker: str, log: StepLog) -> Callable[[str], None]:
+    """After `STOP_AFTER` (run as an activity), wait until the worker is shut down, so the step
+    completes on that worker and the next one is left to another."""
 
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    gate_reached: threading.Event = field(default_factory=threading.Event)
+    def after_step(step_id: str) -> None:
+        if step_id != STOP_AFTER:
+            return
+        log.stop_reached.set()
+        activity.wait_for_worker_shutdown_sync(timeout=WAIT_S)
+        if not activity.is_worker_shutdown():
+            raise RuntimeError(f"the test never stopped {worker}")
 
-    def steps(self, worker: str | None = None) -> list[str]:
-        return [s for w, s in self.calls if worker is None or w == worker]
-
-
-def _logged_steps(log: StepLog, worker: str, *, gate: bool = False) -> dict[str, StepFn]:
-    """The built-in steps, each noting its call; with `gate`, the step `GATE_AFTER` then waits
-    until its worker is shut down before it returns (so it completes on that worker)."""
-
-    def logged(fn: StepFn) -> StepFn:
-        def run(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
-            produced = fn(ctx, spec, state, llm)
-            log.calls.append((worker, spec.step_id))
-            if gate and spec.step_id == GATE_AFTER:
-                log.gate_reached.set()
-                activity.wait_for_worker_shutdown_sync(timeout=WAIT_S)
-                if not activity.is_worker_shutdown():
-                    raise RuntimeError(f"the test never stopped {worker}")
-            return produced
-
-        return run
-
-    return {impl: logged(fn) for impl, fn in BUILTIN_STEPS.items()}
-
-
-def _audit(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
-    return {"audited": True}
-
-
-def _service(db: Path, runner: Runner, steps: Mapping[str, StepFn] | None = None) -> MemoryService:
-    return MemoryService.create(
-        scope_model=OrgScope,
-        categories=CATEGORIES,
-        storage_providers={"metadata_store": {"provider": "sqlite", "path": str(db)}},
-        boundary_fields=["org_id"],
-        embedder="hash:256",
-        runner=runner,
-        steps=steps,
-        clock=lambda: 1_760_000_000.0,
-    )
-
-
-def _stored(service: MemoryService) -> dict[str, Any]:
-    """What a memorize left in the store (items, categories, intention), without run ids."""
-    scope = {k: (v,) for k, v in ALICE.items()}
-    return {
-        "items": sorted((i.item_id, i.text, i.category_key) for i in service.store.items(scope)),
-        "categories": service.list_categories(ALICE),
-        "intention": service.get_latest_intention(ALICE),
-    }
+    return after_step
 
 
 @pytest.fixture
 def uninterrupted(tmp_path: Path) -> dict[str, Any]:
-    service = _service(tmp_path / "baseline.db", SyncRunner())
-    result = service.memorize(ALICE, conversation=CHAT)
-    stored = {
-        "result": (result.items_added, result.items_merged, result.categories),
-        **_stored(service),
-    }
-    service.close()
-    return stored
+    return uninterrupted_memorize(tmp_path / "baseline.db")
 
 
 def _interrupted_memorize(
@@ -113,13 +68,15 @@ def _interrupted_memorize(
     while_in_flight: Any = None,
     new_steps: Mapping[str, StepFn] | None = None,
 ) -> tuple[Any, MemoryService]:
-    """memorize on worker-1 until `GATE_AFTER` completes, stop worker-1 (calling
+    """memorize on worker-1 until `STOP_AFTER` completes, stop worker-1 (calling
     `while_in_flight(service_1)` first), and let a new service's worker-2 finish the run.
     Returns worker-1's memorize result (its client waited throughout) and service-2."""
     db = tmp_path / "layer.db"
     queue = f"memoir-resume-{uuid.uuid4().hex[:8]}"
     runner_1 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-1")
-    service_1 = _service(db, runner_1, _logged_steps(log, "worker-1", gate=True))
+    service_1 = layer_service(
+        db, runner_1, logged_steps(log, "worker-1", _stop_on_worker_shutdown("worker-1", log))
+    )
     box: dict[str, Any] = {}
 
     def memorize() -> None:
@@ -130,15 +87,15 @@ def _interrupted_memorize(
 
     starter = threading.Thread(target=memorize)
     starter.start()
-    assert log.gate_reached.wait(WAIT_S), f"worker-1 never completed {GATE_AFTER}"
+    assert log.stop_reached.wait(WAIT_S), f"worker-1 never completed {STOP_AFTER}"
     if while_in_flight is not None:
         while_in_flight(service_1)
-    runner_1.stop_worker()  # returns once GATE_AFTER's activity has completed on worker-1
+    runner_1.stop_worker()  # returns once STOP_AFTER's activity has completed on worker-1
     assert starter.is_alive(), "the run must still be in flight"
 
     runner_2 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-2")
-    steps_2 = {**_logged_steps(log, "worker-2"), **(new_steps or {})}
-    service_2 = _service(db, runner_2, steps_2)
+    steps_2 = {**logged_steps(log, "worker-2"), **(new_steps or {})}
+    service_2 = layer_service(db, runner_2, steps_2)
     runner_2.start()
     starter.join(WAIT_S)
     runner_1.close()
@@ -157,14 +114,14 @@ def test_a_memorize_run_resumes_on_a_new_worker_without_repeating_a_step(
 
     try:
         order = [s.step_id for s in service_2.pipeline("memorize").enabled_steps()]
-        gate = order.index(GATE_AFTER) + 1
+        gate = order.index(STOP_AFTER) + 1
         assert log.steps() == order, "every step ran exactly once, in order"
         assert log.steps("worker-1") == order[:gate]
         assert log.steps("worker-2") == order[gate:]
         assert (result.items_added, result.items_merged, result.categories) == uninterrupted[
             "result"
         ]
-        assert _stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
+        assert stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
         (run,) = service_2.runs()  # the run log, written by the service that started the run
         assert (run["status"], run["runner"]) == ("ok", "temporal")
         assert [(s["step_id"], s["attempts"]) for s in run["steps"]] == [(s, 1) for s in order]
@@ -180,11 +137,11 @@ def test_a_pipeline_edited_while_a_run_is_in_flight_leaves_the_run_on_its_revisi
     log = StepLog()
 
     def add_audit(service: MemoryService) -> None:
-        service.register_step("audit", _audit)
+        service.register_step("audit", audit)
         assert service.insert_after("persist_index", step("audit", "audit", "check")) == 2
 
     result, service_2 = _interrupted_memorize(
-        tmp_path, temporal_address, log, while_in_flight=add_audit, new_steps={"audit": _audit}
+        tmp_path, temporal_address, log, while_in_flight=add_audit, new_steps={"audit": audit}
     )
 
     try:
@@ -193,7 +150,7 @@ def test_a_pipeline_edited_while_a_run_is_in_flight_leaves_the_run_on_its_revisi
         assert result.pipeline_revision == 1
         (run,) = service_2.runs()
         assert run["pipeline_revision"] == 1 and "audit" not in [s["step_id"] for s in run["steps"]]
-        assert _stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
+        assert stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
 
         service_2.memorize(ALICE, content="I drink green tea.")  # a new run: revision 2
 
@@ -221,7 +178,7 @@ def test_a_stored_run_with_a_scope_the_store_does_not_have_runs_no_step(
 ) -> None:
     log = StepLog()
     runner = TemporalRunner(address=temporal_address, sandboxed=False).start()
-    service = _service(tmp_path / "layer.db", runner, _logged_steps(log, "worker"))
+    service = layer_service(tmp_path / "layer.db", runner, logged_steps(log, "worker"))
     try:
         forged = {"org_id": "acme", "user_id": "alice", "metadata_store": "/tmp/other.db"}
         run = StoredRunInput(
@@ -241,7 +198,7 @@ def test_a_stored_run_of_a_revision_the_store_does_not_have_is_refused(
     tmp_path: Path, temporal_address: str
 ) -> None:
     runner = TemporalRunner(address=temporal_address, sandboxed=False).start()
-    service = _service(tmp_path / "layer.db", runner)
+    service = layer_service(tmp_path / "layer.db", runner)
     try:
         outcome = runner.run_stored("memorize", 7, {"scope": ALICE, "pipeline_revision": 7})
 
