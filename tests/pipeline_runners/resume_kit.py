@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core.pipeline.contract import Runner, StepSpec, SyncRunner
+from memory_core.pipeline.editing import step
 from memory_core.pipeline.service import MemoryService
 from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn
 from tests.pipeline.layer_kit import ALICE, CATEGORIES, CHAT, OrgScope
@@ -23,6 +24,8 @@ class StepLog:
     """Every step call of every service, as (worker, step_id), in order."""
 
     calls: list[tuple[str, str]] = field(default_factory=list)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The config each step last ran with, by step id."""
     stop_reached: threading.Event = field(default_factory=threading.Event)
 
     def steps(self, worker: str | None = None) -> list[str]:
@@ -38,6 +41,7 @@ def logged_steps(
         def run(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
             produced = fn(ctx, spec, state, llm)
             log.calls.append((worker, spec.step_id))
+            log.configs[spec.step_id] = dict(spec.config)
             if after_step is not None:
                 after_step(spec.step_id)
             return produced
@@ -45,6 +49,13 @@ def logged_steps(
         return run
 
     return {impl: logged(fn) for impl, fn in BUILTIN_STEPS.items()}
+
+
+def edit_in_flight(service: MemoryService) -> None:
+    """Two edits of memorize after `STOP_AFTER`: a new last step, and a config change."""
+    service.register_step("audit", audit)
+    service.insert_after("persist_index", step("audit", "audit", "check"))
+    service.config("dedupe_merge", edited_in_flight=True)
 
 
 def audit(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:

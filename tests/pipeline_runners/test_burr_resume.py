@@ -15,6 +15,7 @@ from resume_kit import (
     STOP_AFTER,
     StepLog,
     audit,
+    edit_in_flight,
     layer_service,
     logged_steps,
     stored,
@@ -23,7 +24,6 @@ from resume_kit import (
 
 from memory_core.errors import ConfigError, NotFoundError
 from memory_core.pipeline.contract import SyncRunner
-from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,12 +104,14 @@ def test_a_resumed_burr_run_keeps_the_revision_it_started_on(tmp_path: Path) -> 
     steps = {**logged_steps(log, "p2"), "audit": audit}
     service = layer_service(tmp_path / "layer.db", runner, steps)
     try:
-        assert service.insert_after("persist_index", step("audit", "audit", "check")) == 2
+        edit_in_flight(service)
+        assert service.pipeline_revision == 3
 
         entry = service.resume("memorize", app_id)
 
         assert entry["status"] == "ok" and entry["pipeline_revision"] == 1
         assert "audit" not in log.steps() and log.steps()[-1] == "persist_index"
+        assert "edited_in_flight" not in log.configs["dedupe_merge"]
     finally:
         service.close()
 

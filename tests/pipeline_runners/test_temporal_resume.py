@@ -18,6 +18,7 @@ from resume_kit import (
     STOP_AFTER,
     StepLog,
     audit,
+    edit_in_flight,
     layer_service,
     logged_steps,
     stored,
@@ -26,7 +27,6 @@ from resume_kit import (
 from temporalio import activity
 from temporalio.client import Client
 
-from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 from memory_core.pipeline.runners.temporal_workflow import (
     STORED_WORKFLOW_NAME,
@@ -126,6 +126,12 @@ def test_a_memorize_run_resumes_on_a_new_worker_without_repeating_a_step(
         assert (run["status"], run["runner"]) == ("ok", "temporal")
         assert [(s["step_id"], s["attempts"]) for s in run["steps"]] == [(s, 1) for s in order]
         assert run["runner_run_id"].startswith("memoir-memorize-r1-")
+        history = asyncio.run(_activity_history(temporal_address, run["runner_run_id"]))
+        assert history == [
+            ("memoir.plan_stored_run", "worker-1"),
+            *(("memoir.run_stored_step", "worker-1") for _ in order[:gate]),
+            *(("memoir.run_stored_step", "worker-2") for _ in order[gate:]),
+        ], "Temporal scheduled each activity once, and each ran on the worker alive then"
     finally:
         service_2.close()
 
@@ -136,29 +142,45 @@ def test_a_pipeline_edited_while_a_run_is_in_flight_leaves_the_run_on_its_revisi
 ) -> None:
     log = StepLog()
 
-    def add_audit(service: MemoryService) -> None:
-        service.register_step("audit", audit)
-        assert service.insert_after("persist_index", step("audit", "audit", "check")) == 2
-
     result, service_2 = _interrupted_memorize(
-        tmp_path, temporal_address, log, while_in_flight=add_audit, new_steps={"audit": audit}
+        tmp_path, temporal_address, log, while_in_flight=edit_in_flight, new_steps={"audit": audit}
     )
 
     try:
-        assert service_2.pipeline_revision == 2
+        assert service_2.pipeline_revision == 3  # the two edits
         assert "audit" not in log.steps()
+        assert "dedupe_merge" in log.steps("worker-2")
+        assert "edited_in_flight" not in log.configs["dedupe_merge"]
         assert result.pipeline_revision == 1
         (run,) = service_2.runs()
         assert run["pipeline_revision"] == 1 and "audit" not in [s["step_id"] for s in run["steps"]]
         assert stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
 
-        service_2.memorize(ALICE, content="I drink green tea.")  # a new run: revision 2
+        service_2.memorize(ALICE, content="I drink green tea.")  # a new run: revision 3
 
         latest = service_2.runs()[0]
-        assert latest["pipeline_revision"] == 2
+        assert latest["pipeline_revision"] == 3
         assert latest["steps"][-1]["step_id"] == "audit"
+        assert log.configs["dedupe_merge"]["edited_in_flight"] is True
     finally:
         service_2.close()
+
+
+async def _activity_history(address: str, workflow_id: str) -> list[tuple[str, str]]:
+    """(activity type, worker identity) of each activity the workflow scheduled, in order."""
+    client = await Client.connect(address)
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    scheduled: dict[int, str] = {}
+    ran: list[tuple[str, str]] = []
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = attrs.activity_type.name
+        elif event.HasField("activity_task_started_event_attributes"):
+            started = event.activity_task_started_event_attributes
+            ran.append((scheduled.pop(started.scheduled_event_id), started.identity))
+    assert not scheduled, f"activities scheduled but never started: {scheduled}"
+    return ran
 
 
 async def _start_stored(address: str, queue: str, run: StoredRunInput) -> StoredRunResult:
