@@ -27,6 +27,7 @@ from resume_kit import (
 from temporalio import activity
 from temporalio.client import Client
 
+from memory_core.errors import NotFoundError, PipelineRunError
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 from memory_core.pipeline.runners.temporal_workflow import (
     STORED_WORKFLOW_NAME,
@@ -67,10 +68,13 @@ def _interrupted_memorize(
     *,
     while_in_flight: Any = None,
     new_steps: Mapping[str, StepFn] | None = None,
+    caller_gone: bool = False,
 ) -> tuple[Any, MemoryService]:
     """memorize on worker-1 until `STOP_AFTER` completes, stop worker-1 (calling
     `while_in_flight(service_1)` first), and let a new service's worker-2 finish the run.
-    Returns worker-1's memorize result (its client waited throughout) and service-2."""
+    Returns worker-1's memorize result (its client waited throughout) and service-2; with
+    `caller_gone`, runner-1 is closed before worker-2 starts, and what its memorize call raised
+    is returned instead."""
     db = tmp_path / "layer.db"
     queue = f"memoir-resume-{uuid.uuid4().hex[:8]}"
     runner_1 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-1")
@@ -92,11 +96,17 @@ def _interrupted_memorize(
         while_in_flight(service_1)
     runner_1.stop_worker()  # returns once STOP_AFTER's activity has completed on worker-1
     assert starter.is_alive(), "the run must still be in flight"
+    if caller_gone:
+        runner_1.close()
+        starter.join(WAIT_S)
+        assert "error" in box, "closing the runner must end the wait of its caller"
 
     runner_2 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-2")
     steps_2 = {**logged_steps(log, "worker-2"), **(new_steps or {})}
     service_2 = layer_service(db, runner_2, steps_2)
     runner_2.start()
+    if caller_gone:
+        return box["error"], service_2
     starter.join(WAIT_S)
     runner_1.close()
     assert "error" not in box, box.get("error")
@@ -134,6 +144,34 @@ def test_a_memorize_run_resumes_on_a_new_worker_without_repeating_a_step(
                 *(("memoir.run_stored_step", "worker-2") for _ in order[gate:]),
             ]
         ), "Temporal scheduled each activity once, and each ran on the worker alive then"
+    finally:
+        service_2.close()
+
+
+@pytest.mark.slow
+def test_a_run_whose_caller_is_gone_is_finished_and_logged_by_resume(
+    tmp_path: Path, temporal_address: str, uninterrupted: dict[str, Any]
+) -> None:
+    log = StepLog()
+
+    error, service_2 = _interrupted_memorize(tmp_path, temporal_address, log, caller_gone=True)
+
+    try:
+        assert isinstance(error, PipelineRunError)
+        workflow_id = error.details["runner_run_id"]
+        assert f"service.resume('memorize', {workflow_id!r})" in str(error.hint)
+        assert service_2.runs() == []  # the caller logged nothing
+
+        entry = service_2.resume("memorize", workflow_id)
+
+        order = [s.step_id for s in service_2.pipeline("memorize").enabled_steps()]
+        assert log.steps() == order
+        assert (entry["status"], entry["runner_run_id"]) == ("ok", workflow_id)
+        assert [s["step_id"] for s in entry["steps"]] == order
+        assert entry["input"] == {"resumed": workflow_id} and entry["pipeline_revision"] == 1
+        assert stored(service_2) == {k: v for k, v in uninterrupted.items() if k != "result"}
+        with pytest.raises(NotFoundError, match="saved no memorize run 'memoir-nope'"):
+            service_2.resume("memorize", "memoir-nope")
     finally:
         service_2.close()
 

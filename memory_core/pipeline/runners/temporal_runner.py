@@ -28,8 +28,9 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,10 +44,11 @@ from temporalio.runtime import (
     TelemetryConfig,
     TelemetryFilter,
 )
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from memory_core.errors import ConfigError, InvalidInputError, NotFoundError
+from memory_core.errors import ConfigError, InvalidInputError, NotFoundError, PipelineRunError
 from memory_core.pipeline.contract import (
     ExecuteStep,
     Pipeline,
@@ -63,6 +65,7 @@ from memory_core.pipeline.runners.temporal_workflow import (
     PLAN_STORED_ACTIVITY,
     RUN_STEP_ACTIVITY,
     RUN_STORED_STEP_ACTIVITY,
+    STORED_WORKFLOW_NAME,
     PipelineRunInput,
     PipelineRunResult,
     PipelineWorkflow,
@@ -118,6 +121,8 @@ class TemporalRunner:
         retry_initial_interval_s: the wait before a step's first retry (doubling after).
         max_concurrent_activities: threads running steps at once (across concurrent runs).
         sandboxed: run the workflow in Temporal's sandbox (safer, slower to start a run).
+        graceful_shutdown_s: how long a stopping worker lets its running steps finish before it
+            cancels them (a cancelled step fails its attempt).
         local_activities: run steps as local activities: the worker runs them and records
             each result in the workflow's history, with no round trip to the server per step
             (much less overhead; for steps of seconds, not of minutes).
@@ -142,6 +147,7 @@ class TemporalRunner:
         max_concurrent_activities: int = 4,
         sandboxed: bool = True,
         local_activities: bool = False,
+        graceful_shutdown_s: float = 30.0,
     ) -> None:
         if (address is None) == (not dev_server):
             raise ConfigError(
@@ -161,8 +167,10 @@ class TemporalRunner:
         self.max_concurrent_activities = max_concurrent_activities
         self.sandboxed = sandboxed
         self.local_activities = local_activities
+        self.graceful_shutdown_s = graceful_shutdown_s
         self._runs: dict[str, _Run] = {}
         self._source: StepSource | None = None
+        self._waiting: set[Future[Any]] = set()  # callers waiting on the loop (runs' results)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -191,10 +199,14 @@ class TemporalRunner:
         return self
 
     def close(self) -> None:
-        """Stops the worker, and the dev server if this runner started one."""
+        """Stops the worker, and the dev server if this runner started one. A caller still
+        waiting for a stored run's result gets a `PipelineRunError` naming the run, which goes
+        on on the server (`MemoryService.resume` finishes and logs it)."""
         with self._lock:
             if self._loop is None:
                 return
+            for waiting in list(self._waiting):
+                waiting.cancel()
             try:
                 self._call(self._shutdown())
             finally:
@@ -303,33 +315,56 @@ class TemporalRunner:
             retry_initial_interval_s=self.retry_initial_interval_s,
             local_activities=self.local_activities,
         )
-        result: StoredRunResult = self._call(
-            self._client.execute_workflow(
-                StoredPipelineWorkflow.run,
-                run_input,
-                id=workflow_id,
-                task_queue=self.task_queue,
+        try:
+            result: StoredRunResult = self._call(
+                self._client.execute_workflow(
+                    StoredPipelineWorkflow.run,
+                    run_input,
+                    id=workflow_id,
+                    task_queue=self.task_queue,
+                )
             )
-        )
-        timings = [StepTiming(t.step_id, t.ms, t.attempts, t.error) for t in result.timings]
-        if result.error_type is None:
-            return RunOutcome(result.state, timings, run_id=workflow_id)
-        if result.failed_step is None:  # the revision could not be read: no step ran
-            return RunOutcome(
-                result.state,
-                timings,
-                "failed",
-                f"pipeline {name!r} at revision {revision} cannot run: {result.error_message}",
-                run_id=workflow_id,
-            )
-        return RunOutcome(
-            result.state,
-            timings,
-            "failed",
-            f"step {result.failed_step!r} failed: {result.error_message}",
-            failed_step=result.failed_step,
-            run_id=workflow_id,
-        )
+        except CancelledError:
+            raise PipelineRunError(
+                f"the Temporal runner was closed while {name} run {workflow_id!r} was in flight; "
+                "the run goes on on the server",
+                hint=f"finish and log it from a service on the same store: "
+                f"service.resume({name!r}, {workflow_id!r})",
+                details={"runner_run_id": workflow_id},
+            ) from None
+        return _stored_outcome(name, revision, result, workflow_id)
+
+    def persisted_state(self, pipeline_name: str, run_id: str) -> State | None:
+        """The state a stored run started with (its workflow's input), or None if the server
+        has no such run of this pipeline."""
+        self._ensure_worker()
+        return self._call(self._stored_input_state(pipeline_name, run_id))
+
+    def resume(self, pipeline: Pipeline, run_id: str, execute_step: ExecuteStep) -> RunOutcome:
+        """Waits for a stored run to finish (this runner's worker takes part, on its own store
+        and providers; `execute_step` is not used) and returns its outcome."""
+        self._ensure_worker()
+        assert self._client is not None
+        handle = self._client.get_workflow_handle(run_id, result_type=StoredRunResult)
+        result: StoredRunResult = self._call(handle.result())
+        revision = int(result.state.get("pipeline_revision", -1))
+        return _stored_outcome(pipeline.name, revision, result, run_id)
+
+    async def _stored_input_state(self, pipeline_name: str, run_id: str) -> State | None:
+        assert self._client is not None
+        try:
+            history = await self._client.get_workflow_handle(run_id).fetch_history()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        started = history.events[0].workflow_execution_started_event_attributes
+        if started.workflow_type.name != STORED_WORKFLOW_NAME:  # an in-process run
+            return None
+        (run,) = await self._client.data_converter.decode(started.input.payloads, [StoredRunInput])
+        if not isinstance(run, StoredRunInput) or run.pipeline != pipeline_name:
+            return None
+        return dict(run.state)
 
     @activity.defn(name=PLAN_STORED_ACTIVITY)
     def _plan_stored_run(self, name: PipelineName, revision: int) -> list[StoredStep]:
@@ -390,7 +425,12 @@ class TemporalRunner:
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        self._waiting.add(future)
+        try:
+            return future.result()
+        finally:
+            self._waiting.discard(future)
 
     async def _start(self) -> None:
         runtime = _quiet_runtime()
@@ -430,6 +470,7 @@ class TemporalRunner:
             workflows=[PipelineWorkflow, StoredPipelineWorkflow],
             activities=[self._run_step, self._plan_stored_run, self._run_stored_step],
             identity=self.identity,
+            graceful_shutdown_timeout=timedelta(seconds=self.graceful_shutdown_s),
             activity_executor=self._executor,
             max_concurrent_activities=self.max_concurrent_activities,
             workflow_runner=workflow_runner,
@@ -457,3 +498,28 @@ class TemporalRunner:
         self._thread.join(timeout=10)
         self._loop.close()
         self._loop = self._thread = None
+
+
+def _stored_outcome(
+    name: str, revision: int, result: StoredRunResult, workflow_id: str
+) -> RunOutcome:
+    """A stored run's workflow result as the run outcome every runner returns."""
+    timings = [StepTiming(t.step_id, t.ms, t.attempts, t.error) for t in result.timings]
+    if result.error_type is None:
+        return RunOutcome(result.state, timings, run_id=workflow_id)
+    if result.failed_step is None:  # the revision could not be read: no step ran
+        return RunOutcome(
+            result.state,
+            timings,
+            "failed",
+            f"pipeline {name!r} at revision {revision} cannot run: {result.error_message}",
+            run_id=workflow_id,
+        )
+    return RunOutcome(
+        result.state,
+        timings,
+        "failed",
+        f"step {result.failed_step!r} failed: {result.error_message}",
+        failed_step=result.failed_step,
+        run_id=workflow_id,
+    )
