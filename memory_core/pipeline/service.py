@@ -374,16 +374,16 @@ class MemoryService:
             )
 
     def resume(self, kind: PipelineName, runner_run_id: str) -> dict[str, Any]:
-        """Finishes a run whose process stopped, from the state its runner saved (Burr): the
-        steps after the last saved one run on the run's own pipeline revision, read from the
-        store, and the run is logged (its input names the run it resumes).
+        """Finishes a run whose caller or process stopped, on the run's own pipeline revision
+        (read from the store), and logs it (its input names the run it resumes; each call logs
+        once). Burr runs the steps after the last one it saved; Temporal waits for the workflow,
+        which any worker of its task queue (this service's included) finishes.
 
         Returns:
             The run log entry of the resumed run (as in :meth:`runs`).
 
         Raises:
-            ConfigError: this service's runner keeps no state to resume from (a Temporal run
-                needs no call: any worker of its task queue finishes it).
+            ConfigError: this service's runner keeps no run state (the sync runner).
             NotFoundError: the runner saved nothing for `runner_run_id`, or its revision is
                 not in this store.
             InvalidInputError: the saved scope does not fit this store.
@@ -393,7 +393,8 @@ class MemoryService:
         if not isinstance(runner, ResumableRunner):
             raise ConfigError(
                 f"the {runner.name!r} runner keeps no run state to resume {runner_run_id!r} from",
-                hint="create the service with the burr runner on the run's state file",
+                hint="create the service with the runner the run started on: burr on its state "
+                "file, or temporal on its server and task queue",
             )
         saved = runner.persisted_state(kind, runner_run_id)
         if saved is None:
