@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Coroutine
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -36,7 +35,6 @@ from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
 from temporalio.runtime import (
     LogForwardingConfig,
     LoggingConfig,
@@ -44,11 +42,10 @@ from temporalio.runtime import (
     TelemetryConfig,
     TelemetryFilter,
 )
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from memory_core.errors import ConfigError, InvalidInputError, NotFoundError, PipelineRunError
+from memory_core.errors import ConfigError, PipelineRunError
 from memory_core.pipeline.contract import (
     ExecuteStep,
     Pipeline,
@@ -57,24 +54,23 @@ from memory_core.pipeline.contract import (
     State,
     StepSource,
     StepSpec,
-    StepTiming,
 )
 from memory_core.pipeline.runners._attempts import StepRecord, attempt, outcome
 from memory_core.pipeline.runners.temporal_dev_server import TemporalDevServer
+from memory_core.pipeline.runners.temporal_stored import (
+    StoredActivities,
+    stored_input_state,
+    stored_outcome,
+)
 from memory_core.pipeline.runners.temporal_workflow import (
-    PLAN_STORED_ACTIVITY,
     RUN_STEP_ACTIVITY,
-    RUN_STORED_STEP_ACTIVITY,
-    STORED_WORKFLOW_NAME,
     PipelineRunInput,
     PipelineRunResult,
     PipelineWorkflow,
     StepCall,
-    StepDone,
     StoredPipelineWorkflow,
     StoredRunInput,
     StoredRunResult,
-    StoredStep,
 )
 
 __all__ = ["TemporalRunner"]
@@ -169,7 +165,7 @@ class TemporalRunner:
         self.local_activities = local_activities
         self.graceful_shutdown_s = graceful_shutdown_s
         self._runs: dict[str, _Run] = {}
-        self._source: StepSource | None = None
+        self._stored = StoredActivities(self.identity)
         self._waiting: set[Future[Any]] = set()  # callers waiting on the loop (runs' results)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -224,7 +220,7 @@ class TemporalRunner:
     def attach(self, source: StepSource) -> None:
         """The service whose store and providers this runner's worker runs stored steps with
         (the last one attached; one runner serves one service)."""
-        self._source = source
+        self._stored.source = source
 
     def __enter__(self) -> TemporalRunner:
         return self.start()
@@ -299,7 +295,7 @@ class TemporalRunner:
         Raises:
             ConfigError: no service is attached, or the worker has stopped.
         """
-        if self._source is None:
+        if self._stored.source is None:
             raise ConfigError(
                 "the Temporal runner has no service to run stored pipelines with",
                 hint="create the service with runner=this runner (it attaches itself)",
@@ -332,13 +328,14 @@ class TemporalRunner:
                 f"service.resume({name!r}, {workflow_id!r})",
                 details={"runner_run_id": workflow_id},
             ) from None
-        return _stored_outcome(name, revision, result, workflow_id)
+        return stored_outcome(name, revision, result, workflow_id)
 
     def persisted_state(self, pipeline_name: str, run_id: str) -> State | None:
         """The state a stored run started with (its workflow's input), or None if the server
         has no such run of this pipeline."""
         self._ensure_worker()
-        return self._call(self._stored_input_state(pipeline_name, run_id))
+        assert self._client is not None
+        return self._call(stored_input_state(self._client, pipeline_name, run_id))
 
     def resume(self, pipeline: Pipeline, run_id: str, execute_step: ExecuteStep) -> RunOutcome:
         """Waits for a stored run to finish (this runner's worker takes part, on its own store
@@ -348,57 +345,7 @@ class TemporalRunner:
         handle = self._client.get_workflow_handle(run_id, result_type=StoredRunResult)
         result: StoredRunResult = self._call(handle.result())
         revision = int(result.state.get("pipeline_revision", -1))
-        return _stored_outcome(pipeline.name, revision, result, run_id)
-
-    async def _stored_input_state(self, pipeline_name: str, run_id: str) -> State | None:
-        assert self._client is not None
-        try:
-            history = await self._client.get_workflow_handle(run_id).fetch_history()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        started = history.events[0].workflow_execution_started_event_attributes
-        if started.workflow_type.name != STORED_WORKFLOW_NAME:  # an in-process run
-            return None
-        (run,) = await self._client.data_converter.decode(started.input.payloads, [StoredRunInput])
-        if not isinstance(run, StoredRunInput) or run.pipeline != pipeline_name:
-            return None
-        return dict(run.state)
-
-    @activity.defn(name=PLAN_STORED_ACTIVITY)
-    def _plan_stored_run(self, name: PipelineName, revision: int) -> list[StoredStep]:
-        source = self._attached()
-        try:
-            pipeline = source.stored_pipeline(name, revision)
-        except (NotFoundError, InvalidInputError) as exc:  # no retry can fix these
-            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
-        return [
-            StoredStep(step.step_id, step.retries, step.timeout_s)
-            for step in pipeline.enabled_steps()
-        ]
-
-    @activity.defn(name=RUN_STORED_STEP_ACTIVITY)
-    def _run_stored_step(
-        self, name: PipelineName, revision: int, step_id: str, state: dict[str, Any]
-    ) -> StepDone:
-        source = self._attached()
-        started = time.perf_counter()
-        try:
-            produced = dict(source.run_stored_step(name, revision, step_id, state))
-        except (NotFoundError, InvalidInputError) as exc:  # the run's address or scope is wrong
-            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
-        ms = (time.perf_counter() - started) * 1000
-        return StepDone(produced, ms, activity.info().attempt)
-
-    def _attached(self) -> StepSource:
-        if self._source is None:
-            raise ApplicationError(
-                f"the worker {self.identity!r} has no service attached to run stored steps",
-                type="ConfigError",
-                non_retryable=True,
-            )
-        return self._source
+        return stored_outcome(pipeline.name, revision, result, run_id)
 
     def _ensure_worker(self) -> None:
         self.start()
@@ -468,7 +415,7 @@ class TemporalRunner:
             self._client,
             task_queue=self.task_queue,
             workflows=[PipelineWorkflow, StoredPipelineWorkflow],
-            activities=[self._run_step, self._plan_stored_run, self._run_stored_step],
+            activities=[self._run_step, self._stored.plan, self._stored.run_step],
             identity=self.identity,
             graceful_shutdown_timeout=timedelta(seconds=self.graceful_shutdown_s),
             activity_executor=self._executor,
@@ -498,28 +445,3 @@ class TemporalRunner:
         self._thread.join(timeout=10)
         self._loop.close()
         self._loop = self._thread = None
-
-
-def _stored_outcome(
-    name: str, revision: int, result: StoredRunResult, workflow_id: str
-) -> RunOutcome:
-    """A stored run's workflow result as the run outcome every runner returns."""
-    timings = [StepTiming(t.step_id, t.ms, t.attempts, t.error) for t in result.timings]
-    if result.error_type is None:
-        return RunOutcome(result.state, timings, run_id=workflow_id)
-    if result.failed_step is None:  # the revision could not be read: no step ran
-        return RunOutcome(
-            result.state,
-            timings,
-            "failed",
-            f"pipeline {name!r} at revision {revision} cannot run: {result.error_message}",
-            run_id=workflow_id,
-        )
-    return RunOutcome(
-        result.state,
-        timings,
-        "failed",
-        f"step {result.failed_step!r} failed: {result.error_message}",
-        failed_step=result.failed_step,
-        run_id=workflow_id,
-    )
