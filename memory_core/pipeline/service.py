@@ -576,7 +576,7 @@ class MemoryService:
             categories=persisted.get("categories", []),
             intention_version=persisted.get("intention_version", 0),
             missing_capabilities=state.get("missing_capabilities", []),
-            pipeline_revision=int(state["pipeline_revision"]),
+            pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
         )
 
     def retrieve(
@@ -627,7 +627,7 @@ class MemoryService:
             sufficiency=state.get("sufficiency", []),
             fallbacks=state.get("fallbacks", []),
             tokens=ctx.get("tokens", 0),
-            pipeline_revision=self.pipeline_revision,
+            pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
         )
 
     def evolve(self, scope: BaseModel | Mapping[str, Any]) -> EvolveResult:
@@ -649,7 +649,7 @@ class MemoryService:
         return EvolveResult(
             run_id=run_id,
             diff=outcome.state.get("diff", {}),
-            pipeline_revision=self.pipeline_revision,
+            pipeline_revision=int(outcome.state.get("pipeline_revision", self.pipeline_revision)),
         )
 
     # -- read-only queries ------------------------------------------------------------------
