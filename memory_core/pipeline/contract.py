@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Capability = Literal["llm", "vector", "db_write"]
 PipelineName = Literal["memorize", "retrieve", "evolve"]
@@ -71,6 +71,65 @@ class Runner(Protocol):
     name: str
 
     def run(self, pipeline: Pipeline, state: State, execute_step: ExecuteStep) -> RunOutcome: ...
+
+
+class StepSource(Protocol):
+    """What a durable runner's worker rebuilds a step from: stored data only (the service).
+
+    A durable run names its pipeline, its revision and a step id; the worker looks them up in
+    *its own* store and runs them with *its own* providers, so a run outlives the process that
+    started it. Nothing but the revision and the scope in the state comes from the run.
+    """
+
+    def stored_pipeline(self, name: PipelineName, revision: int) -> Pipeline:
+        """The pipeline `name` as stored at `revision`.
+
+        Raises:
+            NotFoundError: no such revision in the store.
+        """
+        ...
+
+    def run_stored_step(
+        self, name: PipelineName, revision: int, step_id: str, state: State
+    ) -> Mapping[str, Any]:
+        """Runs step `step_id` of `name` at `revision` on `state` (its scope validated first).
+
+        Raises:
+            NotFoundError: no such revision, or no such enabled step in it.
+            InvalidInputError: the state's scope or revision does not fit this store.
+        """
+        ...
+
+
+@runtime_checkable
+class DurableRunner(Protocol):
+    """A runner whose runs survive the process: steps are addressed by (revision, step id)."""
+
+    name: str
+
+    def attach(self, source: StepSource) -> None:
+        """The service whose stored pipelines this runner's worker runs."""
+        ...
+
+    def run_stored(self, name: PipelineName, revision: int, state: State) -> RunOutcome:
+        """Runs the stored revision's enabled steps of pipeline `name` on `state`."""
+        ...
+
+
+@runtime_checkable
+class ResumableRunner(Protocol):
+    """A runner that saves each run's state after every step, so another process can finish
+    the run from the last saved step (Burr)."""
+
+    name: str
+
+    def persisted_state(self, pipeline_name: str, run_id: str) -> State | None:
+        """The pipeline state last saved for a run, or None if there is none."""
+        ...
+
+    def resume(self, pipeline: Pipeline, run_id: str, execute_step: ExecuteStep) -> RunOutcome:
+        """Continues a saved run after its last completed step (or at its failed one)."""
+        ...
 
 
 class SyncRunner:

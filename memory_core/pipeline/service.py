@@ -37,9 +37,11 @@ from memory_core.errors import (
 )
 from memory_core.pipeline.async_service import AsyncMemoryService
 from memory_core.pipeline.contract import (
+    DurableRunner,
     ExecuteStep,
     Pipeline,
     PipelineName,
+    ResumableRunner,
     Runner,
     RunOutcome,
     State,
@@ -71,7 +73,7 @@ from memory_core.pipeline.profiles import (
     resolve_step_profile,
 )
 from memory_core.pipeline.results import EvolveResult, MemorizeResult, RetrieveResult
-from memory_core.pipeline.scopes import ScopeSelector, ScopeSpec, SelectorPolicy
+from memory_core.pipeline.scopes import ANY, ScopeSelector, ScopeSpec, SelectorPolicy
 from memory_core.pipeline.steps import (
     BUILTIN_STEPS,
     LLMHandle,
@@ -121,6 +123,7 @@ class MemoryService:
         self._registry = registry
         self._meta = meta
         self._pipelines = pipelines
+        self._stored: dict[int, PipelineSet] = {}  # revisions are immutable once stored
         self._clock = clock
         self._ctx = StepContext(
             store=store,
@@ -252,6 +255,9 @@ class MemoryService:
             role_profiles=roles,
             capabilities=service.capabilities(),
         )
+        if isinstance(service.runner, DurableRunner):
+            # Its worker rebuilds steps from this service's store and providers.
+            service.runner.attach(service)
         return service
 
     @property
@@ -308,14 +314,40 @@ class MemoryService:
     ) -> tuple[str, RunOutcome]:
         run_id = uuid.uuid4().hex
         started = time.perf_counter()
-        state = {**state, "pipeline_revision": self.pipeline_revision}
-        outcome = self.runner.run(self._pipelines[kind], state, self._execute_step)
+        # The run keeps the revision it started on, whatever is edited while it runs.
+        revision = self.pipeline_revision
+        state = {**state, "pipeline_revision": revision}
+        if isinstance(self.runner, DurableRunner):
+            outcome = self.runner.run_stored(kind, revision, state)
+        else:
+            outcome = self.runner.run(self._pipelines[kind], state, self._execute_step)
+        self._log_run(
+            run_id, kind, revision, outcome, input_summary, scope_range, summarise, started
+        )
+        return run_id, outcome
+
+    def _log_run(
+        self,
+        run_id: str,
+        kind: PipelineName,
+        revision: int,
+        outcome: RunOutcome,
+        input_summary: dict[str, Any],
+        scope_range: dict[str, Any],
+        summarise: Callable[[State], dict[str, Any]],
+        started: float,
+    ) -> None:
+        """Writes the run log; a failed run then raises.
+
+        Raises:
+            PipelineRunError: the run failed (the log names the step and the cause).
+        """
         body = {
             "kind": kind,
             "runner": self.runner.name,
             # the engine's own id (Burr app id, Temporal workflow id), to inspect or resume
             **({"runner_run_id": outcome.run_id} if outcome.run_id else {}),
-            "pipeline_revision": self.pipeline_revision,
+            "pipeline_revision": revision,
             "status": outcome.status,
             "input": input_summary,
             "scope_range": scope_range,
@@ -340,7 +372,133 @@ class MemoryService:
                 hint="see the run log (service.runs()) for the step timings and cause",
                 details={"run_id": run_id},
             )
-        return run_id, outcome
+
+    def resume(self, kind: PipelineName, runner_run_id: str) -> dict[str, Any]:
+        """Finishes a run whose caller or process stopped, on the run's own pipeline revision
+        (read from the store), and logs it (its input names the run it resumes; each call logs
+        once). Burr runs the steps after the last one it saved; Temporal waits for the workflow,
+        which any worker of its task queue (this service's included) finishes.
+
+        Returns:
+            The run log entry of the resumed run (as in :meth:`runs`).
+
+        Raises:
+            ConfigError: this service's runner keeps no run state (the sync runner).
+            NotFoundError: the runner saved nothing for `runner_run_id`, or its revision is
+                not in this store.
+            InvalidInputError: the saved scope does not fit this store.
+            PipelineRunError: a step failed again.
+        """
+        runner = self.runner
+        if not isinstance(runner, ResumableRunner):
+            raise ConfigError(
+                f"the {runner.name!r} runner keeps no run state to resume {runner_run_id!r} from",
+                hint="create the service with the runner the run started on: burr on its state "
+                "file, or temporal on its server and task queue",
+            )
+        saved = runner.persisted_state(kind, runner_run_id)
+        if saved is None:
+            raise NotFoundError(
+                f"the {runner.name} runner saved no {kind} run {runner_run_id!r}",
+                hint="use the runner_run_id of a run in service.runs()",
+            )
+        revision = saved.get("pipeline_revision")
+        if not isinstance(revision, int):
+            raise InvalidInputError(
+                f"{kind} run {runner_run_id!r} saved no pipeline revision (got {revision!r})",
+                hint="only runs started by a MemoryService can be resumed by one",
+            )
+        self._check_run_scope(kind, saved)
+        pipeline = self.stored_pipeline(kind, revision)
+        run_id = uuid.uuid4().hex
+        started = time.perf_counter()
+        outcome = runner.resume(pipeline, runner_run_id, self._execute_step)
+        scope_range = saved.get("scope") or saved.get("selector") or {}
+        self._log_run(
+            run_id,
+            kind,
+            revision,
+            outcome,
+            {"resumed": runner_run_id},
+            scope_range,
+            _OUTPUTS[kind],
+            started,
+        )
+        return self.runs(1)[0]
+
+    # -- stored steps (what a durable runner's worker runs) ------------------------------------
+
+    def stored_pipeline(self, name: PipelineName, revision: int) -> Pipeline:
+        """The pipeline `name` as stored at `revision` (read from the store, not from memory).
+
+        Raises:
+            NotFoundError: no such revision in this store.
+        """
+        pipelines = self._stored.get(revision)
+        if pipelines is None:
+            pipelines = set_from_json(self._revision(revision).pipelines)
+            self._stored[revision] = pipelines
+        return pipelines[name]
+
+    def run_stored_step(
+        self, name: PipelineName, revision: int, step_id: str, state: State
+    ) -> Mapping[str, Any]:
+        """Runs one step rebuilt from the stored `revision`, on this service's store and
+        providers. The run's scope and revision in `state` are checked against this store first:
+        a run can choose its revision and scope, never the store or the providers.
+
+        Raises:
+            NotFoundError: no such revision, or no enabled step `step_id` in it.
+            InvalidInputError: the state's scope does not fit this scope model or policy, or its
+                `pipeline_revision` is not `revision`.
+        """
+        stated = state.get("pipeline_revision")
+        if stated != revision:
+            raise InvalidInputError(
+                f"a {name} run addressed revision {revision} but its state says revision "
+                f"{stated!r}",
+                hint="start the run again from the service (it sets both)",
+            )
+        self._check_run_scope(name, state)
+        pipeline = self.stored_pipeline(name, revision)
+        spec = next((s for s in pipeline.enabled_steps() if s.step_id == step_id), None)
+        if spec is None:
+            enabled = ", ".join(s.step_id for s in pipeline.enabled_steps())
+            raise NotFoundError(
+                f"pipeline {name!r} at revision {revision} has no enabled step {step_id!r} "
+                f"(its steps: {enabled})",
+                hint="a run's steps come from its own revision: start a new run for another",
+            )
+        return self._execute_step(spec, state)
+
+    def _check_run_scope(self, name: PipelineName, state: State) -> None:
+        if name == "retrieve":
+            raw = state.get("selector")
+            if not isinstance(raw, dict):
+                raise InvalidInputError(
+                    f"a retrieve run's state has no scope selector (got {raw!r})",
+                    hint="start retrieve runs through the service",
+                )
+            selector = ScopeSelector({k: ANY if v is None else v for k, v in raw.items()})
+            compiled = self.policy.compile(self.scope_spec, selector)
+            as_json = {k: (list(v) if v is not None else None) for k, v in compiled.items()}
+            if as_json != raw:
+                raise InvalidInputError(
+                    f"a retrieve run's selector {raw!r} is not in its checked form {as_json!r}",
+                    hint="start retrieve runs through the service",
+                )
+            return
+        raw_scope = state.get("scope")
+        if not isinstance(raw_scope, dict):
+            raise InvalidInputError(
+                f"a {name} run's state has no scope (got {raw_scope!r})",
+                hint="start runs through the service",
+            )
+        if self.scope_spec.scope(raw_scope) != raw_scope:
+            raise InvalidInputError(
+                f"a {name} run's scope {raw_scope!r} is not in its checked form",
+                hint="start runs through the service",
+            )
 
     def runs(self, limit: int = 50) -> list[dict[str, Any]]:
         """The latest run logs, newest first."""
@@ -401,22 +559,12 @@ class MemoryService:
                 pipeline_revision=self.pipeline_revision,
             )
 
-        def output(state: State) -> dict[str, Any]:
-            persisted = state.get("persisted", {})
-            return {
-                "resource_id": state.get("resource", {}).get("resource_id"),
-                "items_added": len(persisted.get("items_added", [])),
-                "items_merged": len(persisted.get("items_merged", [])),
-                "categories": persisted.get("categories", []),
-                "missing_capabilities": state.get("missing_capabilities", []),
-            }
-
         run_id, outcome = self._run(
             "memorize",
             {"scope": full, "resource_input": inp, "content_hash": digest, "options": {}},
             input_summary=summary,
             scope_range=full,
-            summarise=output,
+            summarise=_memorize_output,
         )
         state = outcome.state
         persisted = state.get("persisted", {})
@@ -428,7 +576,7 @@ class MemoryService:
             categories=persisted.get("categories", []),
             intention_version=persisted.get("intention_version", 0),
             missing_capabilities=state.get("missing_capabilities", []),
-            pipeline_revision=self.pipeline_revision,
+            pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
         )
 
     def retrieve(
@@ -455,21 +603,12 @@ class MemoryService:
         scope_range = {k: ("ANY" if v is None else v) for k, v in as_json.items()}
         options = {"top_k": top_k, "keep": keep, "budget_tokens": budget_tokens}
 
-        def output(state: State) -> dict[str, Any]:
-            ctx = state.get("context", {})
-            return {
-                "layer": ctx.get("layer"),
-                "items": [i["item_id"] for i in ctx.get("items", [])],
-                "tokens": ctx.get("tokens", 0),
-                "fallbacks": state.get("fallbacks", []),
-            }
-
         run_id, outcome = self._run(
             "retrieve",
             {"selector": as_json, "query": query, "options": options},
             input_summary={"query": query[:120], "chars": len(query)},
             scope_range=scope_range,
-            summarise=output,
+            summarise=_retrieve_output,
         )
         state = outcome.state
         ctx = state.get("context", {})
@@ -488,7 +627,7 @@ class MemoryService:
             sufficiency=state.get("sufficiency", []),
             fallbacks=state.get("fallbacks", []),
             tokens=ctx.get("tokens", 0),
-            pipeline_revision=self.pipeline_revision,
+            pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
         )
 
     def evolve(self, scope: BaseModel | Mapping[str, Any]) -> EvolveResult:
@@ -500,25 +639,17 @@ class MemoryService:
         """
         full = self.scope_spec.scope(scope)
 
-        def output(state: State) -> dict[str, Any]:
-            diff = state.get("diff", {})
-            return {
-                "superseded": len(diff.get("superseded", [])),
-                "recategorised": len(diff.get("recategorised", [])),
-                "intention_version": diff.get("intention", {}).get("to_version"),
-            }
-
         run_id, outcome = self._run(
             "evolve",
             {"scope": full, "options": {}},
             input_summary={"scope": full},
             scope_range=full,
-            summarise=output,
+            summarise=_evolve_output,
         )
         return EvolveResult(
             run_id=run_id,
             diff=outcome.state.get("diff", {}),
-            pipeline_revision=self.pipeline_revision,
+            pipeline_revision=int(outcome.state.get("pipeline_revision", self.pipeline_revision)),
         )
 
     # -- read-only queries ------------------------------------------------------------------
@@ -717,6 +848,43 @@ class MemoryService:
         """
         row = self._revision(revision)
         return self._apply(set_from_json(row.pipelines), f"rollback to {revision}")
+
+
+def _memorize_output(state: State) -> dict[str, Any]:
+    persisted = state.get("persisted", {})
+    return {
+        "resource_id": state.get("resource", {}).get("resource_id"),
+        "items_added": len(persisted.get("items_added", [])),
+        "items_merged": len(persisted.get("items_merged", [])),
+        "categories": persisted.get("categories", []),
+        "missing_capabilities": state.get("missing_capabilities", []),
+    }
+
+
+def _retrieve_output(state: State) -> dict[str, Any]:
+    ctx = state.get("context", {})
+    return {
+        "layer": ctx.get("layer"),
+        "items": [i["item_id"] for i in ctx.get("items", [])],
+        "tokens": ctx.get("tokens", 0),
+        "fallbacks": state.get("fallbacks", []),
+    }
+
+
+def _evolve_output(state: State) -> dict[str, Any]:
+    diff = state.get("diff", {})
+    return {
+        "superseded": len(diff.get("superseded", [])),
+        "recategorised": len(diff.get("recategorised", [])),
+        "intention_version": diff.get("intention", {}).get("to_version"),
+    }
+
+
+_OUTPUTS: dict[str, Callable[[State], dict[str, Any]]] = {
+    "memorize": _memorize_output,
+    "retrieve": _retrieve_output,
+    "evolve": _evolve_output,
+}
 
 
 def _embed_function(embedder: Any) -> Callable[[Sequence[str]], np.ndarray]:

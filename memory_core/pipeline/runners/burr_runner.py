@@ -170,6 +170,11 @@ class BurrRunner:
             state=_pipeline_state(loaded["state"]),
         )
 
+    def persisted_state(self, pipeline_name: str, app_id: str) -> State | None:
+        """The pipeline state last saved for a run, or None (what `MemoryService.resume` reads)."""
+        saved = self.persisted(pipeline_name, app_id)
+        return saved.state if saved is not None else None
+
     def app_ids(self, pipeline_name: str) -> list[str]:
         """The app ids of this pipeline's saved runs, newest first."""
         return self._persister().list_app_ids(pipeline_name)

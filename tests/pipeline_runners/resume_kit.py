@@ -1,0 +1,98 @@
+"""A memory layer on a SQLite file for the resume tests, its step calls logged, and what a
+memorize leaves in the store (to compare an interrupted run with an uninterrupted one)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_core.pipeline.contract import Runner, StepSpec, SyncRunner
+from memory_core.pipeline.editing import step
+from memory_core.pipeline.service import MemoryService
+from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn
+from tests.pipeline.layer_kit import ALICE, CATEGORIES, CHAT, OrgScope
+
+STOP_AFTER = "extract_items"
+"""The first process or worker stops once this step (the third of memorize) has completed."""
+
+
+@dataclass
+class StepLog:
+    """Every step call of every service, as (worker, step_id), in order."""
+
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The config each step last ran with, by step id."""
+    stop_reached: threading.Event = field(default_factory=threading.Event)
+
+    def steps(self, worker: str | None = None) -> list[str]:
+        return [s for w, s in self.calls if worker is None or w == worker]
+
+
+def logged_steps(
+    log: StepLog, worker: str, after_step: Callable[[str], None] | None = None
+) -> dict[str, StepFn]:
+    """The built-in steps, each noting its call in `log`, then calling `after_step(step_id)`."""
+
+    def logged(fn: StepFn) -> StepFn:
+        def run(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
+            produced = fn(ctx, spec, state, llm)
+            log.calls.append((worker, spec.step_id))
+            log.configs[spec.step_id] = dict(spec.config)
+            if after_step is not None:
+                after_step(spec.step_id)
+            return produced
+
+        return run
+
+    return {impl: logged(fn) for impl, fn in BUILTIN_STEPS.items()}
+
+
+def edit_in_flight(service: MemoryService) -> None:
+    """Two edits of memorize after `STOP_AFTER`: a new last step, and a config change."""
+    service.register_step("audit", audit)
+    service.insert_after("persist_index", step("audit", "audit", "check"))
+    service.config("dedupe_merge", edited_in_flight=True)
+
+
+def audit(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
+    """A step a test inserts while a run is in flight."""
+    return {"audited": True}
+
+
+def layer_service(
+    db: Path, runner: Runner, steps: Mapping[str, StepFn] | None = None
+) -> MemoryService:
+    return MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": {"provider": "sqlite", "path": str(db)}},
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+        runner=runner,
+        steps=steps,
+        clock=lambda: 1_760_000_000.0,
+    )
+
+
+def stored(service: MemoryService) -> dict[str, Any]:
+    """What memorize left in the store for ALICE: items, categories, intention."""
+    scope = {k: (v,) for k, v in ALICE.items()}
+    return {
+        "items": sorted((i.item_id, i.text, i.category_key) for i in service.store.items(scope)),
+        "categories": service.list_categories(ALICE),
+        "intention": service.get_latest_intention(ALICE),
+    }
+
+
+def uninterrupted_memorize(db: Path) -> dict[str, Any]:
+    """The reference: ALICE's CHAT memorized in one go by the sync runner on a fresh store."""
+    service = layer_service(db, SyncRunner())
+    result = service.memorize(ALICE, conversation=CHAT)
+    left = {"result": (result.items_added, result.items_merged, result.categories)}
+    left.update(stored(service))
+    service.close()
+    return left

@@ -1,0 +1,127 @@
+"""A Burr run whose process dies after a step is finished by a new process's service from the
+state Burr saved: only the steps after the last saved one run, on the run's own pipeline
+revision (even if the pipeline was edited since), and the store ends as after an uninterrupted
+run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from resume_kit import (
+    STOP_AFTER,
+    StepLog,
+    audit,
+    edit_in_flight,
+    layer_service,
+    logged_steps,
+    stored,
+    uninterrupted_memorize,
+)
+
+from memory_core.errors import ConfigError, NotFoundError
+from memory_core.pipeline.contract import SyncRunner
+from memory_core.pipeline.runners.burr_runner import BurrRunner
+
+REPO = Path(__file__).resolve().parents[2]
+DIES = 17
+
+# The first process: memorize on the Burr runner, and die (no clean-up, no failure saved) in
+# the step after STOP_AFTER, as a killed worker would.
+FIRST_PROCESS = f"""
+import os, sys
+from pathlib import Path
+from resume_kit import STOP_AFTER, StepLog, layer_service, logged_steps
+from memory_core.pipeline.runners.burr_runner import BurrRunner
+from tests.pipeline.layer_kit import ALICE, CHAT
+
+folder = Path(sys.argv[1])
+stopping = []
+
+def after_step(step_id):
+    if stopping:
+        os._exit({DIES})
+    if step_id == STOP_AFTER:
+        stopping.append(step_id)
+
+service = layer_service(folder / "layer.db", BurrRunner(folder), logged_steps(StepLog(), "p1", after_step))
+service.memorize(ALICE, conversation=CHAT)
+"""
+
+
+def _die_after_stop_step(folder: Path) -> None:
+    script = folder / "first_process.py"
+    script.write_text(FIRST_PROCESS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests" / "pipeline_runners")])
+    done = subprocess.run(
+        [sys.executable, str(script), str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == DIES, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_burr_run_whose_process_died_resumes_in_a_new_service(tmp_path: Path) -> None:
+    reference = uninterrupted_memorize(tmp_path / "baseline.db")
+    _die_after_stop_step(tmp_path)
+    runner = BurrRunner(tmp_path)
+    (app_id,) = runner.app_ids("memorize")
+    saved = runner.persisted("memorize", app_id)
+    assert saved is not None and (saved.status, saved.position) == ("completed", STOP_AFTER)
+    log = StepLog()
+    service = layer_service(tmp_path / "layer.db", runner, logged_steps(log, "p2"))
+    try:
+        order = [s.step_id for s in service.pipeline("memorize").enabled_steps()]
+        rest = order[order.index(STOP_AFTER) + 1 :]
+
+        entry = service.resume("memorize", app_id)
+
+        assert log.steps() == rest, "only the steps after the last saved one ran"
+        assert (entry["status"], entry["runner_run_id"]) == ("ok", app_id)
+        assert entry["input"] == {"resumed": app_id}
+        assert [s["step_id"] for s in entry["steps"]] == rest
+        assert entry["output"]["items_added"] == len(reference["result"][0])
+        assert stored(service) == {k: v for k, v in reference.items() if k != "result"}
+        assert runner.persisted("memorize", app_id).status == "completed"  # type: ignore[union-attr]
+        assert service.resume("memorize", app_id)["steps"] == []  # done: nothing runs again
+    finally:
+        service.close()
+
+
+@pytest.mark.slow
+def test_a_resumed_burr_run_keeps_the_revision_it_started_on(tmp_path: Path) -> None:
+    _die_after_stop_step(tmp_path)
+    runner = BurrRunner(tmp_path)
+    (app_id,) = runner.app_ids("memorize")
+    log = StepLog()
+    steps = {**logged_steps(log, "p2"), "audit": audit}
+    service = layer_service(tmp_path / "layer.db", runner, steps)
+    try:
+        edit_in_flight(service)
+        assert service.pipeline_revision == 3
+
+        entry = service.resume("memorize", app_id)
+
+        assert entry["status"] == "ok" and entry["pipeline_revision"] == 1
+        assert "audit" not in log.steps() and log.steps()[-1] == "persist_index"
+        assert "edited_in_flight" not in log.configs["dedupe_merge"]
+    finally:
+        service.close()
+
+
+def test_resume_names_what_is_missing(tmp_path: Path) -> None:
+    burr = layer_service(tmp_path / "layer.db", BurrRunner(tmp_path))
+    with pytest.raises(NotFoundError, match="saved no memorize run 'nope'"):
+        burr.resume("memorize", "nope")
+    burr.close()
+    sync = layer_service(tmp_path / "layer.db", SyncRunner())
+    with pytest.raises(ConfigError, match="the 'sync' runner keeps no run state"):
+        sync.resume("memorize", "nope")
+    sync.close()
