@@ -78,7 +78,7 @@ class HierarchyService:
         self._offline: OfflineModel | None = None
         self._depth_checked: set[str] = set()  # scopes whose tree has the configured depth
         # Category centroids per scope, with the tree signature they were computed for.
-        self._centroids: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {}
+        self._centroids: dict[str, tuple[str, dict[str, Any]]] = {}
         self.params = StrategyParams(
             wide_branch_n=self.settings.wide_branch_n,
             zoom_in_n=self.settings.zoom_in_n,
