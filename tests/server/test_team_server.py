@@ -118,6 +118,24 @@ async def _sees_knowledge(client: Client, writes: list[Write]) -> set[str]:
     return seen
 
 
+def _explain(server: RunningServer, probe: Write) -> str:
+    """What ``server`` holds and ranks for a memory a read missed (for the failure message)."""
+    if probe.kind != "memory":
+        return "knowledge"
+    with httpx.Client(base_url=server.base, timeout=60) as http:
+        entries = http.get("/v1/memory/entries", params={"limit": 500}).json()["entries"]
+        search = http.get("/v1/memory/search", params={"query": probe.text, "explain": "true"})
+    listed = [e for e in entries if e["text"] == probe.text]
+    body = search.json()
+    explain = body.get("explain") or {}
+    return (
+        f"listed {[{k: e.get(k) for k in ('id', 'valid_to', 'superseded_by')} for e in listed]}; "
+        f"search returns {[r.get('id') for r in body.get('results', [])][:5]}, "
+        f"lexical {explain.get('lexical', [])[:5]}, semantic {explain.get('semantic', [])[:5]}, "
+        f"warnings {body.get('warnings')}"
+    )
+
+
 def _memory_texts(server: RunningServer) -> list[str]:
     with httpx.Client(base_url=server.base, timeout=60) as http:
         response = http.get("/v1/memory/entries", params={"limit": 500})
@@ -177,9 +195,14 @@ async def test_three_servers_twenty_clients_lose_and_duplicate_nothing(
                     continue
                 found = await _read(c, probe.kind, probe.text)
                 if probe.marker not in found:
+                    again = probe.marker in await _read(c, probe.kind, probe.text)
+                    explained = await anyio.to_thread.run_sync(
+                        _explain, servers[i % SERVERS], probe
+                    )
                     stale.append(
                         f"client {i} does not see {probe.kind} {probe.marker} yet "
-                        f"(server {i % SERVERS}, written on {probe.server}; read {found[:120]!r})"
+                        f"(server {i % SERVERS}, written on {probe.server}; read {found[:120]!r}; "
+                        f"a second read finds it: {again}; {explained})"
                     )
             if i in (0, 1):  # on servers 0 and 1, at the same moment
                 memory = await c.call_tool("remember", {"text": shared_memory})
