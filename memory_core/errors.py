@@ -12,6 +12,7 @@ the MCP server into a tool error the model can read, the REST API into an HTTP s
     │   ├── QuerySyntaxError        RQL / FEL text that does not parse (carries line and column)
     │   └── LimitExceededError      input over a configured bound (names the limit and setting)
     ├── NotFoundError               an id, path or name that is not in the store
+    │   └── CategoryMissingError    a chunk's leaf category was deleted (another process re-clustered)
     ├── EmptyKnowledgeGraphError    rules were queried before any were ingested
     ├── StorageError                the database could not do what was asked
     │   ├── DatabaseUnavailableError   cannot connect / open (names the URL, password hidden)
@@ -33,6 +34,7 @@ from typing import Any
 
 __all__ = [
     "BudgetError",
+    "CategoryMissingError",
     "ConfigError",
     "DatabaseCorruptError",
     "DatabaseLockedError",
@@ -155,6 +157,11 @@ class LimitExceededError(InvalidInputError):
 
 class NotFoundError(MemoirError):
     code = "not_found"
+
+
+class CategoryMissingError(NotFoundError):
+    """The category chunks were to be filed under no longer exists: another process
+    re-clustered or removed it between the filing and the write. Filing again resolves it."""
 
 
 class EmptyKnowledgeGraphError(MemoirError):

@@ -25,11 +25,21 @@ from memory_core.hierarchy.store import Category, HierarchyStore
 from memory_core.hierarchy.tree_port import tree_port_for
 
 if TYPE_CHECKING:
+    from memory_core.hierarchy.classify import Classifier
     from memory_core.llm.agents import HierarchyAgents
 
-__all__ = ["AGENT_CLASSIFIER", "file_offline", "file_proposed", "offline_tree_for"]
+__all__ = [
+    "AGENT_CLASSIFIER",
+    "FILING_ATTEMPTS",
+    "file_again",
+    "file_offline",
+    "file_proposed",
+    "offline_tree_for",
+]
 
 AGENT_CLASSIFIER = "agent-proposed"
+# Chunks whose leaf another process deleted meanwhile are filed again, this many times at most.
+FILING_ATTEMPTS = 3
 
 
 def offline_tree_for(store: HierarchyStore, settings: HierarchySettings) -> OfflineTree | None:
@@ -176,3 +186,26 @@ def _check_room(
         f"{settings.max_categories} categories",
         hint=f"choose an existing category there ({listed}), or raise hierarchy.max_categories",
     )
+
+
+async def file_again(
+    store: HierarchyStore,
+    agents: HierarchyAgents,
+    settings: HierarchySettings,
+    scope: str,
+    proposal: str | Sequence[str] | None,
+    text: str,
+    vector: np.ndarray | None,
+    token_count: int,
+    classifier: Classifier,
+    warnings: list[str],
+) -> Classification:
+    """Where one chunk goes in the tree as it is now: its leaf vanished between the filing and
+    the write (another process re-clustered the tree or removed the category), so it is filed
+    the way it was the first time (the proposed path, the offline clusters or the model)."""
+    if proposal is not None:
+        return (await file_proposed(store, settings, scope, proposal, [text], vector, warnings))[0]
+    placed = await file_offline(store, agents, settings, scope, [text], vector, [token_count])
+    if placed is not None:
+        return placed[0]
+    return await classifier.classify(scope, text)

@@ -108,14 +108,15 @@ class OfflineTree:
         if state.managed:
             await self.record(scope, TreeState(False, state.clustered_at), reason, 0.0)
 
-    async def signature(self, scope: str) -> tuple[int, ...]:
-        """Changes whenever the tree or its chunks may have changed (any process): the category
-        count and the latest ingest and re-clustering run ids."""
-        marks = [await self.store.count_categories(scope)]
-        for kind in ("hierarchy_ingest", TREE_RUN_KIND):
-            runs = await self.store.list_runs(scope, kind=kind, limit=1)
-            marks.append(int(runs[0]["run_id"]) if runs else 0)
-        return tuple(marks)
+    async def signature(self, scope: str) -> str:
+        """Changes whenever the tree or its chunks may have changed (any process).
+
+        Read from values the writers change in their own transaction (the scope's vector
+        generation, the categories) and the newest re-clustering run. Not from the newest
+        ingest run: a forget records none, and a chunk stored by a process that stops before
+        recording its run would stay out of every other process's centroids.
+        """
+        return await self.port.stamp(scope, run_kind=TREE_RUN_KIND)
 
     async def centroids(self, scope: str) -> dict[str, np.ndarray]:
         """The unit centroid of every category's chunks, keyed by its traversal label (the name

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_core.errors import InvalidInputError
+from memory_core.errors import CategoryMissingError, InvalidInputError
 from memory_core.filters import Compare
 from memory_core.hierarchy.store import HierarchyChunk, NewChunk
 from memory_core.kinds import HIERARCHY_CHUNK
@@ -128,11 +128,16 @@ class PortHierarchyStore:
 
         def write(tx: Tx) -> list[int]:
             category = tx.categories.get([category_id]).get(category_id)
-            if category is None or category.scope != key.key or category.level != depth:
-                found = "missing" if category is None else f"at level {category.level}"
+            if category is None:
+                raise CategoryMissingError(
+                    f"category {category_id} is missing (deleted since the chunks were filed: "
+                    "another process re-clustered or removed it)",
+                    hint="file the chunks again against the current tree",
+                )
+            if category.scope != key.key or category.level != depth:
                 raise InvalidInputError(
                     f"chunks link only to leaf categories (level {depth}); "
-                    f"category {category_id} is {found}",
+                    f"category {category_id} is at level {category.level}",
                     hint="classify the chunk down to the deepest level first",
                 )
             return tx.items.add(items, matrix)
@@ -277,7 +282,13 @@ class PortHierarchyStore:
             found = tx.categories.get(leaves)
             for category_id in leaves:
                 category = found.get(category_id)
-                if category is None or category.scope != key.key or category.level != depth:
+                if category is None:
+                    raise CategoryMissingError(
+                        f"category {category_id} is missing (deleted since the chunks were "
+                        "filed: another process re-clustered or removed it)",
+                        hint="file the chunks again against the current tree",
+                    )
+                if category.scope != key.key or category.level != depth:
                     raise InvalidInputError(
                         f"chunks link only to leaf categories (level {depth}); "
                         f"category {category_id} is not one",

@@ -9,6 +9,7 @@ under a deleted category, and a crash leaves the old tree whole.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -80,6 +81,15 @@ def _apply(tx: Tx, scope: Scope, plan: TreePlan) -> dict[int, int]:
     return ids
 
 
+def _stamp(tx: Tx, scope: Scope, run_kind: str) -> str:
+    categories = sorted(
+        (c.category_id, c.parent_id or 0, c.level, c.name) for c in tx.categories.all(scope)
+    )
+    runs = tx.log.runs(scope, kinds=[run_kind], limit=1)
+    tree = hashlib.sha256(repr(categories).encode()).hexdigest()[:16]
+    return f"{tx.vectors.stamp(scope)}/{tree}/{runs[0].run_id if runs else 0}"
+
+
 def _leaf_levels(tx: Tx, scope: Scope) -> set[int]:
     holding = tx.categories.item_counts(scope, kinds=_KINDS)
     found = tx.categories.get(list(holding))
@@ -104,6 +114,10 @@ class PortCategoryTree:
     async def snapshot(self, scope: str) -> TreeSnapshot:
         key = Scope.of(scope)
         return await self.store.read(lambda tx: _snapshot(tx, key))
+
+    async def stamp(self, scope: str, *, run_kind: str) -> str:
+        key = Scope.of(scope)
+        return await self.store.read(lambda tx: _stamp(tx, key, run_kind))
 
     async def leaf_levels(self, scope: str) -> set[int]:
         key = Scope.of(scope)

@@ -21,10 +21,16 @@ import anyio
 import structlog
 
 from memory_core.chunking import chunk_by_sentences
-from memory_core.errors import ConfigError, InvalidInputError, ModelError
+from memory_core.errors import CategoryMissingError, ConfigError, InvalidInputError, ModelError
 from memory_core.hierarchy.batches import IngestProgress, ProgressCallback, file_digest
 from memory_core.hierarchy.classify import Classifier
-from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
+from memory_core.hierarchy.filing import (
+    FILING_ATTEMPTS,
+    file_again,
+    file_offline,
+    file_proposed,
+    offline_tree_for,
+)
 from memory_core.hierarchy.limits import check_ingest_size
 from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.query import run_query
@@ -78,7 +84,7 @@ class HierarchyService:
         self._offline: OfflineModel | None = None
         self._depth_checked: set[str] = set()  # scopes whose tree has the configured depth
         # Category centroids per scope, with the tree signature they were computed for.
-        self._centroids: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {}
+        self._centroids: dict[str, tuple[str, dict[str, Any]]] = {}
         self.params = StrategyParams(
             wide_branch_n=self.settings.wide_branch_n,
             zoom_in_n=self.settings.zoom_in_n,
@@ -301,7 +307,18 @@ class HierarchyService:
                     metadata={"start_offset": chunk.start, "end_offset": chunk.end},
                 )
                 vector = None if vectors is None else vectors[row : row + 1]
-                ids = await store.add_chunks(scope, where.leaf.category_id, [new], vector)
+                for attempt in range(FILING_ATTEMPTS):
+                    try:
+                        ids = await store.add_chunks(scope, where.leaf.category_id, [new], vector)
+                        break
+                    except CategoryMissingError:
+                        if attempt + 1 == FILING_ATTEMPTS:
+                            raise
+                        log.info("leaf category vanished; filing the chunk again", uid=uid)
+                        where = await file_again(
+                            store, agents, settings, scope, category, chunk.text, vector,
+                            counts[index], classifier, result.warnings,
+                        )  # fmt: skip
                 paths[where.leaf.category_id] = where.path_label
                 result.categories_created.extend(where.created)
                 result.chunks.append(

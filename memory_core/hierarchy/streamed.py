@@ -23,10 +23,16 @@ import numpy as np
 import structlog
 
 from memory_core.chunking import chunk_by_sentences
+from memory_core.errors import CategoryMissingError
 from memory_core.hierarchy.batches import Batch, IngestProgress, ProgressCallback, read_batches
 from memory_core.hierarchy.classify import Classification, Classifier
 from memory_core.hierarchy.clustering import normalise_rows
-from memory_core.hierarchy.filing import file_offline, file_proposed, offline_tree_for
+from memory_core.hierarchy.filing import (
+    FILING_ATTEMPTS,
+    file_offline,
+    file_proposed,
+    offline_tree_for,
+)
 from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.results import IngestedChunk, IngestResult, StreamInfo
 from memory_core.hierarchy.store import NewChunk
@@ -118,64 +124,82 @@ async def ingest_stream(
                 await service.ctx.embedder.embed_documents([texts[i] for i in todo]),
                 dtype=np.float32,
             )
-        leaves: list[int] = []
-        if todo and vectors is not None:
-            fresh = [texts[i] for i in todo]
-            placed: list[Classification] | None = None
-            if category is not None:
-                placed = await file_proposed(
-                    store, settings, scope, category, fresh, vectors, result.warnings
-                )
-            elif offline_filing and tree is not None and centroids is None:
-                if await store.count_categories(scope) == 0:
-                    placed = await file_offline(
-                        store, agents, settings, scope, fresh, vectors, [counts[i] for i in todo]
+        for attempt in range(FILING_ATTEMPTS):
+            leaves: list[int] = []
+            if todo and vectors is not None:
+                fresh = [texts[i] for i in todo]
+                placed: list[Classification] | None = None
+                if category is not None:
+                    placed = await file_proposed(
+                        store, settings, scope, category, fresh, vectors, result.warnings
                     )
+                elif offline_filing and tree is not None and centroids is None:
+                    if await store.count_categories(scope) == 0:
+                        placed = await file_offline(
+                            store,
+                            agents,
+                            settings,
+                            scope,
+                            fresh,
+                            vectors,
+                            [counts[i] for i in todo],
+                        )
+                    else:
+                        centroids = await _stored_centroids(store, scope, settings.depth)
+                if placed is not None:
+                    leaves = [p.leaf.category_id for p in placed]
+                    for where in placed:
+                        result.categories_created.extend(where.created)
+                elif centroids is not None and centroids.sums:
+                    leaves = centroids.nearest(normalise_rows(vectors))
                 else:
-                    centroids = await _stored_centroids(store, scope, settings.depth)
-            if placed is not None:
-                leaves = [p.leaf.category_id for p in placed]
-                for where in placed:
-                    result.categories_created.extend(where.created)
-            elif centroids is not None and centroids.sums:
-                leaves = centroids.nearest(normalise_rows(vectors))
-            else:
-                for i in todo:
-                    where = await classifier.classify(scope, texts[i])
-                    leaves.append(where.leaf.category_id)
-                    result.categories_created.extend(where.created)
-            if centroids is not None:
-                centroids.add(leaves, normalise_rows(vectors))
-        filed = [
-            (
-                leaf,
-                NewChunk(
-                    uid=uids[i],
-                    text=texts[i],
-                    token_count=counts[i],
-                    content_hash=content_hash(texts[i]),
-                    # Offsets in microseconds keep the input's order among a category's chunks.
-                    created_at=(base + timedelta(microseconds=spans[i][0])).isoformat(
-                        timespec="microseconds"
+                    for i in todo:
+                        where = await classifier.classify(scope, texts[i])
+                        leaves.append(where.leaf.category_id)
+                        result.categories_created.extend(where.created)
+                if centroids is not None:
+                    centroids.add(leaves, normalise_rows(vectors))
+            filed = [
+                (
+                    leaf,
+                    NewChunk(
+                        uid=uids[i],
+                        text=texts[i],
+                        token_count=counts[i],
+                        content_hash=content_hash(texts[i]),
+                        # Offsets in microseconds keep the input's order among a category's chunks.
+                        created_at=(base + timedelta(microseconds=spans[i][0])).isoformat(
+                            timespec="microseconds"
+                        ),
+                        source=source,
+                        metadata={"start_offset": spans[i][0], "end_offset": spans[i][1]},
                     ),
-                    source=source,
-                    metadata={"start_offset": spans[i][0], "end_offset": spans[i][1]},
-                ),
-            )
-            for leaf, i in zip(leaves, todo, strict=True)
-        ]
+                )
+                for leaf, i in zip(leaves, todo, strict=True)
+            ]
+            marker = {
+                "bytes_done": batch.byte_end,
+                "chars_done": batch.char_start + len(batch.text),
+                "batches_done": batch.index + 1,
+                "chunks_done": info.chunks + len(texts),
+                "batch_bytes": settings.ingest_batch_bytes,
+                "complete": batch.byte_end >= size,
+                "source": source,
+            }
+            try:
+                ids = await store.add_batch(
+                    scope, filed, vectors, resource_id=resource_id, progress=marker
+                )
+                break
+            except CategoryMissingError:
+                # Another process re-clustered the tree since these chunks were filed:
+                # file them again against the tree as it is now.
+                if attempt + 1 == FILING_ATTEMPTS:
+                    raise
+                log.info("leaf category vanished; filing the batch again", batch=batch.index)
+                centroids = None
         info.chunks += len(texts)
         info.new_chunks += len(filed)
-        marker = {
-            "bytes_done": batch.byte_end,
-            "chars_done": batch.char_start + len(batch.text),
-            "batches_done": batch.index + 1,
-            "chunks_done": info.chunks,
-            "batch_bytes": settings.ingest_batch_bytes,
-            "complete": batch.byte_end >= size,
-            "source": source,
-        }
-        ids = await store.add_batch(scope, filed, vectors, resource_id=resource_id, progress=marker)
         if centroids is None and offline_filing and tree is not None and filed:
             centroids = await _stored_centroids(store, scope, settings.depth)
         _list(result, filed, ids, existing, uids, texts, counts, spans)

@@ -85,6 +85,12 @@ class CategoryTreePort(Protocol):
         left out): answers cite where their passages came from."""
         ...
 
+    async def stamp(self, scope: str, *, run_kind: str) -> str:
+        """Changes whenever the scope's tree or its chunk vectors may have changed, by any
+        process: read in one transaction from values every writer changes in its own (the
+        scope's vector generation, the categories, the newest ``run_kind`` run)."""
+        ...
+
     async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:
         """In one transaction: create the planned categories (reusing an existing one with the
         same parent and normalised name), relink the moved chunks, then delete every category of

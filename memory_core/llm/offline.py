@@ -135,9 +135,17 @@ class OfflineModel:
         count = int(context.get("count", 1))
         scores = await self._similarities(question, options)
         known = current_category_vectors()
-        if known and options and all(o in known for o in options):
+        if known and any(o in known for o in options):
+            # An option without a centroid holds no chunk the centroids were computed from: a
+            # category another writer has just created and not filled yet, or one created
+            # after the centroids were read. It ranks below every option with chunks. (Falling
+            # back to name similarity for all options, as when every option lacked one, made
+            # one empty category misdirect every query: the reads missed acknowledged writes.)
             asked = (await self._embed([question]))[0]
-            scores = [float(np.asarray(known[o]) @ asked) for o in options]
+            scores = [
+                float(np.asarray(known[o]) @ asked) if o in known else scores[i] - 2.0
+                for i, o in enumerate(options)
+            ]
         order = sorted(range(len(options)), key=lambda i: (-scores[i], options[i]))[:count]
         return {
             "selected": [

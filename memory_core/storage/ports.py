@@ -293,8 +293,9 @@ class VectorIndex(Protocol):
 
     def count(self, scope: Scope | None = None) -> int: ...
 
-    def stamp(self) -> str:
-        """A value that changes whenever any vector may have changed (for caches)."""
+    def stamp(self, scope: Scope | None = None) -> str:
+        """A value that changes whenever a vector of ``scope`` (None: any) may have changed,
+        in the transaction that changes it (for caches, in any process)."""
         ...
 
 

@@ -128,6 +128,7 @@ class MyVectors:
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def stamp(self) -> str:
-        generation = meta_value(self._conn, VECTOR_GENERATION_KEY)
+    def stamp(self, scope: Scope | None = None) -> str:
+        key = VECTOR_GENERATION_KEY if scope is None else f"{VECTOR_GENERATION_KEY}:{scope.key}"
+        generation = meta_value(self._conn, key)
         return f"{self.dimension or 0}:{generation or 0}"

@@ -175,11 +175,16 @@ class PgDatabase(ServerPool["psycopg.Connection[Any]"]):
         return psycopg.Error
 
     def _transient(self, exc: BaseException) -> bool:
+        # A foreign-key violation is a lost race here: a row this transaction links to was
+        # deleted by another that committed first (a re-clustering removed a leaf while an
+        # ingest filed into it), or the reverse. Run again, each sees the other's commit: the
+        # ingest finds its category missing and files again; the re-clustering keeps the leaf.
         return isinstance(
             exc,
             psycopg.errors.DeadlockDetected
             | psycopg.errors.SerializationFailure
-            | psycopg.errors.UniqueViolation,
+            | psycopg.errors.UniqueViolation
+            | psycopg.errors.ForeignKeyViolation,
         )
 
     def _unavailable(self, exc: BaseException) -> MemoirError:

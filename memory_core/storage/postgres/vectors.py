@@ -186,5 +186,5 @@ class PgVectors:
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def stamp(self) -> str:
-        return vector_stamp(self._conn)
+    def stamp(self, scope: Scope | None = None) -> str:
+        return vector_stamp(self._conn, scope)

@@ -201,5 +201,5 @@ class SqliteVectors:
             ).fetchone()[0]
         )
 
-    def stamp(self) -> str:
-        return vector_stamp(self._conn)
+    def stamp(self, scope: Scope | None = None) -> str:
+        return vector_stamp(self._conn, scope)
