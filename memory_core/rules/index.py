@@ -7,7 +7,6 @@ version (bumped by every write, in any process) changes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -15,28 +14,10 @@ import numpy as np
 
 from memory_core.rules.dictionaries import Dictionaries
 from memory_core.rules.persistence import DirectiveRow, RuleRow
-from memory_core.rules.scoring import condition_terms, content_stems
+from memory_core.rules.scoring import condition_terms
 from memory_core.rules.topics import expand_topics
 
-__all__ = ["DirectiveIndex", "IndexedDirective", "IndexedRule", "build_index", "file_name_stems"]
-
-# File names that say where rules live, not what they are about.
-_GENERIC_FILE_WORDS = frozenset(
-    content_stems(
-        "agents agent claude gemini copilot instructions instruction rules rule readme "
-        "contributing cursor cursorrules clinerules windsurf roo md mdc txt github general "
-        "guidelines guide index main"
-    )
-)
-
-
-def file_name_stems(uri: str) -> frozenset[str]:
-    """Content stems of a rule file's name ("code-quality.md" -> code, quality), without
-    the words every rule file name carries (agents, rules, instructions, ...)."""
-    name = re.split(r"[\\/]", uri)[-1]
-    name = re.sub(r"(\.(md|mdc|txt|instructions))+$", "", name, flags=re.IGNORECASE)
-    words = re.sub(r"[._-]+", " ", re.sub(r"([a-z])([A-Z])", r"\1 \2", name))
-    return content_stems(words) - _GENERIC_FILE_WORDS
+__all__ = ["DirectiveIndex", "IndexedDirective", "IndexedRule", "build_index"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +52,6 @@ class IndexedDirective:
     line_start: int | None
     line_end: int | None
     section: tuple[str, ...]
-    heading_stems: frozenset[str] = frozenset()  # content stems of the heading path
-    file_stems: frozenset[str] = frozenset()  # content stems of the file name
 
 
 @dataclass
@@ -145,8 +124,6 @@ def build_index(
                     index.rules_by_condition_stem.setdefault(stem_, set()).add(rule.rule_id)
                     index.condition_postings.setdefault(stem_, []).append(key)
     terms_cache: dict[str, tuple[tuple[str, float], ...]] = {}
-    heading_cache: dict[tuple[str, ...], frozenset[str]] = {}
-    file_cache: dict[str, frozenset[str]] = {}
     expanded: dict[tuple[str, ...], frozenset[str]] = {}
     for row in rows:
         meta = row.metadata
@@ -165,21 +142,11 @@ def build_index(
         topic_set = expanded.get(topics)
         if topic_set is None:
             topic_set = expanded[topics] = expand_topics(topics)
-        section = tuple(meta.get("section_path") or ())
-        statement = str(meta.get("statement", ""))
-        # Template directives are headings: the last element may be the statement itself.
-        path = section[:-1] if section and section[-1].strip() == statement.strip() else section
-        heading = heading_cache.get(path)
-        if heading is None:
-            heading = heading_cache[path] = content_stems(" ".join(path))
-        file_words = file_cache.get(row.uri)
-        if file_words is None:
-            file_words = file_cache[row.uri] = file_name_stems(row.uri)
         directive = IndexedDirective(
             item_id=row.item_id,
             uid=row.uid,
             rule_id=rule_id,
-            statement=statement,
+            statement=str(meta.get("statement", "")),
             severity=str(meta.get("severity", "SHOULD")),
             polarity=str(meta.get("polarity", "do")),
             layer=str(meta.get("layer") or ""),
@@ -191,9 +158,7 @@ def build_index(
             uri=row.uri,
             line_start=row.start_line,
             line_end=row.end_line,
-            section=section,
-            heading_stems=heading,
-            file_stems=file_words,
+            section=tuple(meta.get("section_path") or ()),
         )
         index.directives[row.item_id] = directive
         index.by_rule.setdefault(rule_id, []).append(row.item_id)

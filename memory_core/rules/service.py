@@ -56,7 +56,7 @@ from memory_core.rules.models import (
 )
 from memory_core.rules.paths import escaping_links, validate_virtual_path
 from memory_core.rules.relevance import relevance, short_reason
-from memory_core.rules.rerank import Candidate, RankParams, heading_overlap, rank_candidates
+from memory_core.rules.rerank import Candidate, RankParams, rank_candidates
 from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
@@ -74,14 +74,8 @@ from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
 
-# Relevance gate and how much relevance counts in the final order (tuned on the dev set).
-# Task relevance (similarity, lexical rank, a met When-to-Apply condition, authority, shared
-# topics) is the backbone of the order; at 100 the seed-003 total (severity up to 12, layer
-# match 7, ...) only re-scores near-ties: a MUST outranks a SHOULD when their relevance is
-# within 0.04. At 30 severity and layer outweighed 0.1-0.2 of relevance and put generic MUSTs
-# above the directives the task is about (dev set recall 0.554 -> 0.587 folder, 0.588 ->
-# 0.628 named files; sample_rules 0.932 -> 0.939).
-# The ranking stage's weights and gate (memory_core/rules/rerank.py).
+# The ranking stage's weights and gate: task relevance fused with the rank fusion of the
+# relevance, similarity and lexical rankings, plus severity (memory_core/rules/rerank.py).
 _RANK = RankParams()
 
 
@@ -450,7 +444,6 @@ class RulesService:
         no_rule = frozenset[str]()
         lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
         candidates: list[Candidate] = []
-        task_stems = features.task_stems
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
@@ -480,9 +473,7 @@ class RulesService:
                     relevance=rel,
                     semantic=sim or 0.0,
                     lexical_rank=lexical_rank.get(item_id),
-                    heading=heading_overlap(task_stems, directive.heading_stems),
-                    file=heading_overlap(task_stems, directive.file_stems),
-                    tokens=directive.token_count,
+                    must=directive.severity == "MUST",
                 )
             )
         # The budget is a ceiling: only candidates relevant to the task are ranked.
