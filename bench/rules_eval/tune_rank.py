@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -44,13 +45,29 @@ from run_dev import BM25, Candidate, _relative, ds, matches, pack, rrf, tokens  
 
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
+from memory_core.rules import candidates as candidates_module  # noqa: E402
 from memory_core.rules import rerank  # noqa: E402
 from memory_core.rules import service as service_module  # noqa: E402
+from memory_core.rules.dictionaries import tokenize  # noqa: E402
 from memory_core.rules.rerank import RankParams  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 
 Row = tuple[float, float, int, int]  # recall, precision, tokens, returned
+_IDENTIFIER = re.compile(r"\b[A-Za-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b\w+_\w+\b")
+
+
+def split_identifiers(text: str) -> list[str]:
+    """The lexical arm's tokens plus the parts of camelCase identifiers ("generateText" ->
+    generate, text); snake_case is already split by the tokenizer. For ``--split-identifiers``
+    (measured, not adopted: no effect on the dev set)."""
+    out = tokenize(text)
+    for ident in _IDENTIFIER.findall(text):
+        parts = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", ident).replace("_", " ").split()
+        out += [p.casefold() for p in parts if len(p) > 2]
+    return out
+
+
 # The order before the fusion (relevance first, seed-003 total breaking near-ties).
 BEFORE = RankParams(
     relevance_weight=100.0,
@@ -291,7 +308,14 @@ def main() -> None:
     parser.add_argument("--fusion-k", type=float, default=10.0)
     parser.add_argument("--l2", type=float, default=0.1)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--split-identifiers",
+        action="store_true",
+        help="query expansion: search camelCase identifiers' parts too (lexical arm)",
+    )
     args = parser.parse_args()
+    if args.split_identifiers:
+        candidates_module.tokenize = split_identifiers  # type: ignore[assignment]
     out = anyio.run(_run, args)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
