@@ -142,8 +142,10 @@ class RulesSettings(_Section):
     extra_layer_keywords: dict[str, list[str]] = Field(
         default_factory=dict, description="Layer -> extra detection keywords."
     )
+    # 60: the fused order (rules/rerank.py) lifts the directives a wider pool brings in
+    # (dev set, leave one repository out; bench/rules_eval/RESULTS.md).
     candidate_k: int = Field(
-        30, ge=1, le=4096, description="Candidates per retrieval arm (lexical, semantic)."
+        60, ge=1, le=4096, description="Candidates per retrieval arm (lexical, semantic)."
     )
     graph_limit: int = Field(
         150, ge=0, le=100_000, description="Most candidates graph expansion may add per query."

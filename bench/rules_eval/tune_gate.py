@@ -14,6 +14,7 @@ Run: ``.venv/bin/python bench/rules_eval/tune_gate.py [--budget 900] [--sets a,b
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import statistics
 import sys
@@ -82,9 +83,12 @@ async def _run(budget: int, sets: list[str]) -> None:
                     [str(root)], scope=set_name, allowed_roots=[str(root)]
                 )
                 base = service._settings
+                base_rank = service_module._RANK
                 for setting in settings_grid:
                     floor, ratio, candidate_k = setting
-                    service_module._GATE = RelevanceGate(floor=floor, ratio=ratio)
+                    service_module._RANK = dataclasses.replace(
+                        base_rank, gate=RelevanceGate(floor=floor, ratio=ratio)
+                    )
                     service._settings = base.model_copy(update={"candidate_k": int(candidate_k)})
                     for task in set_tasks:
                         answer = await service.query_directives(

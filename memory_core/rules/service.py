@@ -55,7 +55,8 @@ from memory_core.rules.models import (
     UpsertReport,
 )
 from memory_core.rules.paths import escaping_links, validate_virtual_path
-from memory_core.rules.relevance import RelevanceGate, relevance, short_reason
+from memory_core.rules.relevance import relevance, short_reason
+from memory_core.rules.rerank import Candidate, RankParams, rank_candidates
 from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
@@ -73,15 +74,9 @@ from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
 
-# Relevance gate and how much relevance counts in the final order (tuned on the dev set).
-# Task relevance (similarity, lexical rank, a met When-to-Apply condition, authority, shared
-# topics) is the backbone of the order; at 100 the seed-003 total (severity up to 12, layer
-# match 7, ...) only re-scores near-ties: a MUST outranks a SHOULD when their relevance is
-# within 0.04. At 30 severity and layer outweighed 0.1-0.2 of relevance and put generic MUSTs
-# above the directives the task is about (dev set recall 0.554 -> 0.587 folder, 0.588 ->
-# 0.628 named files; sample_rules 0.932 -> 0.939).
-_GATE = RelevanceGate()
-_RELEVANCE_WEIGHT = 100.0
+# The ranking stage's weights and gate: task relevance fused with the rank fusion of the
+# relevance, similarity and lexical rankings, plus severity (memory_core/rules/rerank.py).
+_RANK = RankParams()
 
 
 def _met_condition(breakdown: ScoreBreakdown, conditions: Sequence[str]) -> str | None:
@@ -448,7 +443,7 @@ class RulesService:
         wta_cache: dict[int, tuple[float, int]] = {}
         no_rule = frozenset[str]()
         lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
-        candidates: list[tuple[float, float, float, int]] = []
+        candidates: list[Candidate] = []
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
@@ -471,23 +466,25 @@ class RulesService:
                 authority=values[0],
                 topic_overlap=values[4],
             )
-            candidates.append((total_of(values, weights), rel, sim or 0.0, item_id))
-        # The budget is a ceiling: only candidates relevant to the task go on to be ranked.
-        candidates.sort(key=lambda c: (-c[1], -c[0], c[3]))
-        keep = _GATE.cut([c[1] for c in candidates])
-        below_relevance = len(candidates) - keep
-        relevance_of = {c[3]: c[1] for c in candidates[:keep]}
-        scored = [
-            (total + _RELEVANCE_WEIGHT * rel, sim, item_id)
-            for total, rel, sim, item_id in candidates[:keep]
-        ]
-        scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+            candidates.append(
+                Candidate(
+                    item_id=item_id,
+                    total=total_of(values, weights),
+                    relevance=rel,
+                    semantic=sim or 0.0,
+                    lexical_rank=lexical_rank.get(item_id),
+                    must=directive.severity == "MUST",
+                )
+            )
+        # The budget is a ceiling: only candidates relevant to the task are ranked.
+        scored, below_relevance = rank_candidates(candidates, _RANK)
+        relevance_of = {c.item_id: c.relevance for c in candidates}
         lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
         ranked: list[RankedDirective] = []
         seen_statements: set[frozenset[str]] = set()
         restated = 0
         # Only what can be shown gets an explanation (building one per candidate is costly).
-        for _, _, item_id in scored:
+        for score, item_id in scored:
             if len(ranked) >= limit:
                 break
             directive = index.directives[item_id]
@@ -513,7 +510,7 @@ class RulesService:
             breakdown = breakdown.model_copy(
                 update={
                     "relevance": rel,
-                    "total": round(breakdown.total + _RELEVANCE_WEIGHT * rel, 4),
+                    "total": score,
                     "reasons": [*breakdown.reasons, f"task relevance {rel:.2f}"],
                 }
             )
@@ -594,7 +591,7 @@ class RulesService:
         payload = query_run_payload(
             text,
             result,
-            top_scores=[(index.directives[s[2]].uid, s[0]) for s in scored[:5]],
+            top_scores=[(index.directives[s[1]].uid, s[0]) for s in scored[:5]],
             max_items=limit,
             strict_layer=strict_layer,
             include_breadcrumbs=include_breadcrumbs,

@@ -6,7 +6,6 @@ the headline honest: recall of the labelled directives within the default 900-to
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
@@ -52,36 +51,3 @@ async def test_labelled_directives_are_found_within_the_default_budget(tmp_path:
     paraphrased = sum(recalls["paraphrased"]) / len(recalls["paraphrased"])
     assert literal >= 0.85, literal
     assert paraphrased >= 0.85, paraphrased
-
-
-async def test_task_relevance_orders_and_severity_only_breaks_near_ties(tmp_path: Path) -> None:
-    """Relevance is the backbone of the order: between two directives whose other graph
-    signals (authority, When to Apply, layer, topics) are equal, the one more relevant to the
-    task by more than 0.08 (the MUST-over-MAY severity span, 8 points, at weight 100) ranks
-    first whatever their severities. At the old weight (30) a MUST 0.2 less relevant than a
-    SHOULD still ranked above it."""
-    from conftest import open_memoir
-
-    memoir: Memoir = await open_memoir(tmp_path)
-    try:
-        await memoir.embedder.ensure_loaded()
-        service = RulesService(memoir.context, cwd=ROOT)
-        await service.upsert_markdown([str(ROOT / "sample_rules")], scope="q")
-        inversions: list[str] = []
-        for task in TASKS:
-            result = await service.query_directives(task["task"], scope="q", max_items=50)
-            ranked = result.directives
-            for high, low in itertools.pairwise(ranked):
-                a, b = high.breakdown, low.breakdown
-                same_graph = (a.authority, a.when_to_apply, a.layer_match, a.topic_overlap) == (
-                    b.authority,
-                    b.when_to_apply,
-                    b.layer_match,
-                    b.topic_overlap,
-                )
-                assert a.relevance is not None and b.relevance is not None
-                if same_graph and b.relevance - a.relevance > 0.08 + 0.03:
-                    inversions.append(f"{task['id']}: {high.text[:40]!r} < {low.text[:40]!r}")
-    finally:
-        await memoir.close()
-    assert not inversions, inversions
