@@ -1,7 +1,7 @@
-"""Runs and events on a server backend: the ``run`` and ``event`` tables.
+"""Runs, events and meta on a server backend: the ``run``, ``event`` and ``meta`` tables.
 
-Written once for both server dialects; MySQL uses it today. (``postgres/log_repo.py`` keeps its
-own twin while another change extends it; it can become a subclass of :class:`ServerLog`.)
+Written once for both server dialects; ``postgres/log_repo.py`` and ``mysql/repos.py`` name
+the dialect (PostgreSQL also deletes old runs in one statement).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from memory_core.models import EventRecord, RunRecord, utc_now
 from memory_core.scope import Scope
 from memory_core.storage.server.dialect import Dialect
 
-__all__ = ["ServerLog", "dumps"]
+__all__ = ["ServerLog", "ServerMeta", "dumps"]
 
 
 def dumps(value: Mapping[str, Any] | None) -> str:
@@ -124,3 +124,51 @@ class ServerLog:
             EventRecord(int(r[0]), str(r[1]), str(r[2]), r[3], str(r[4]), json.loads(r[5] or "{}"))
             for r in rows
         ]
+
+
+class ServerMeta:
+    """:class:`~memory_core.storage.ports.MetaRepository` on one server connection."""
+
+    dialect: Dialect
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    @property
+    def _key(self) -> str:
+        return self.dialect.quote("key")  # a keyword on MySQL
+
+    def get(self, key: str) -> str | None:
+        row = self._conn.execute(
+            f"SELECT value FROM meta WHERE {self._key} = %s", (key,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set(self, key: str, value: str) -> None:
+        d = self.dialect
+        self._conn.execute(
+            f"INSERT INTO meta ({self._key}, value) VALUES (%s, %s)"
+            + d.on_duplicate(self._key, f"value = {d.inserted('value')}"),
+            (key, value),
+        )
+
+    def all(self) -> dict[str, str]:
+        return {
+            str(k): str(v)
+            for k, v in self._conn.execute(
+                f"SELECT {self._key}, value FROM meta ORDER BY {self._key}"
+            )
+        }
+
+    def bump(self, key: str) -> int:
+        d = self.dialect
+        sql = f"INSERT INTO meta ({self._key}, value) VALUES (%s, '1')" + d.on_duplicate(
+            self._key, f"value = {d.text_plus_one('meta.value')}"
+        )
+        if d.is_pg:
+            row = self._conn.execute(f"{sql} RETURNING value", (key,)).fetchone()
+            return int(row[0])
+        self._conn.execute(sql, (key,))
+        value = self.get(key)
+        assert value is not None
+        return int(value)
