@@ -6,7 +6,6 @@ are PostgreSQL's alone (the MySQL backend has no tombstone port).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,8 +13,9 @@ import psycopg
 
 from memory_core.models import Tombstone, utc_now
 from memory_core.scope import Scope
+from memory_core.storage.records import TOMBSTONE_COLUMNS, payload_json, tombstone_from_row
 from memory_core.storage.server.dialect import POSTGRES
-from memory_core.storage.server.log_repo import ServerLog, ServerMeta, dumps
+from memory_core.storage.server.log_repo import ServerLog, ServerMeta
 
 __all__ = ["PgLog", "PgMeta", "PgTombstones"]
 
@@ -57,7 +57,7 @@ class PgTombstones:
         row = self._conn.execute(
             "INSERT INTO tombstone (scope, kind, uid, deleted_at, expires_at, payload) "
             "VALUES (%s,%s,%s,%s,%s,%s) RETURNING tombstone_id",
-            (scope.key, kind, uid, utc_now(), expires_at, dumps(payload)),
+            (scope.key, kind, uid, utc_now(), expires_at, payload_json(payload)),
         ).fetchone()
         assert row is not None
         return int(row[0])
@@ -70,14 +70,12 @@ class PgTombstones:
         if not unique:
             return found
         for r in self._conn.execute(
-            "SELECT tombstone_id, scope, kind, uid, deleted_at, expires_at, payload "
-            "FROM tombstone WHERE scope = %s AND kind = %s AND uid = ANY(%s) "
+            f"SELECT {TOMBSTONE_COLUMNS} FROM tombstone WHERE scope = %s AND kind = %s "
+            "AND uid = ANY(%s) "
             "AND (expires_at IS NULL OR expires_at > %s) ORDER BY tombstone_id",
             (scope.key, kind, unique, now or utc_now()),
         ):
-            found[str(r[3])] = Tombstone(
-                int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5], json.loads(r[6])
-            )
+            found[str(r[3])] = tombstone_from_row(r)
         return found
 
     def purge(

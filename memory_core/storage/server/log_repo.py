@@ -6,19 +6,21 @@ the dialect (PostgreSQL also deletes old runs in one statement).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_core.models import EventRecord, RunRecord, utc_now
 from memory_core.scope import Scope
+from memory_core.storage.records import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    event_from_row,
+    payload_json,
+    run_from_row,
+)
 from memory_core.storage.server.dialect import Dialect
 
-__all__ = ["ServerLog", "ServerMeta", "dumps"]
-
-
-def dumps(value: Mapping[str, Any] | None) -> str:
-    return json.dumps(dict(value or {}), ensure_ascii=False, sort_keys=True, default=str)
+__all__ = ["ServerLog", "ServerMeta"]
 
 
 class ServerLog:
@@ -54,7 +56,7 @@ class ServerLog:
     ) -> int:
         return self._insert(
             "INSERT INTO run (scope, kind, started_at, took_ms, payload) VALUES (%s, %s, %s, %s, %s)",
-            (scope.key, kind, started_at or utc_now(), took_ms, dumps(payload)),
+            (scope.key, kind, started_at or utc_now(), took_ms, payload_json(payload)),
             "run_id",
         )
 
@@ -62,14 +64,10 @@ class ServerLog:
         params: list[Any] = [scope.key]
         where = self._kinds("scope = %s", params, kinds)
         rows = self._conn.execute(
-            f"SELECT run_id, scope, kind, started_at, took_ms, payload FROM run WHERE {where} "
-            "ORDER BY run_id DESC LIMIT %s",
+            f"SELECT {RUN_COLUMNS} FROM run WHERE {where} ORDER BY run_id DESC LIMIT %s",
             (*params, max(1, int(limit))),
         ).fetchall()
-        return [
-            RunRecord(int(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4], json.loads(r[5] or "{}"))
-            for r in rows
-        ]
+        return [run_from_row(r) for r in rows]
 
     def prune_runs(self, scope: Scope, kind: str, *, keep: int) -> int:
         # The newest run to delete, read first (MySQL cannot read the table it deletes from).
@@ -98,7 +96,7 @@ class ServerLog:
     ) -> int:
         return self._insert(
             "INSERT INTO event (scope, kind, subject, payload, created_at) VALUES (%s,%s,%s,%s,%s)",
-            (scope.key, kind, subject, dumps(payload), created_at or utc_now()),
+            (scope.key, kind, subject, payload_json(payload), created_at or utc_now()),
             "event_id",
         )
 
@@ -116,14 +114,11 @@ class ServerLog:
             where += " AND created_at >= %s"
             params.append(since)
         rows = self._conn.execute(
-            f"SELECT event_id, scope, kind, subject, created_at, payload FROM event WHERE {where} "
+            f"SELECT {EVENT_COLUMNS} FROM event WHERE {where} "
             "ORDER BY created_at DESC, event_id DESC LIMIT %s",
             (*params, max(1, int(limit))),
         ).fetchall()
-        return [
-            EventRecord(int(r[0]), str(r[1]), str(r[2]), r[3], str(r[4]), json.loads(r[5] or "{}"))
-            for r in rows
-        ]
+        return [event_from_row(r) for r in rows]
 
 
 class ServerMeta:
