@@ -29,6 +29,7 @@ import re
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -358,7 +359,8 @@ def concurrent_writes(server: Server, writers_list: list[int], per_writer: int) 
 
     import psycopg
 
-    from memory_core.storage.postgres.database import PgDatabase, register_vector
+    from memory_core.storage.postgres.database import register_vector
+    from memory_core.storage.postgres.store import PgStore
     from memory_core.storage.url import parse_database_url
 
     print(f"\n## concurrent writers (one chunk per transaction, {per_writer} per writer)")
@@ -371,10 +373,14 @@ def concurrent_writes(server: Server, writers_list: list[int], per_writer: int) 
 
         rates: dict[str, float] = {}
         for mode in ("memoir", "raw"):
-            db = PgDatabase(parse_database_url(url), pool_size=writers)
+            store = PgStore(parse_database_url(url), pool_size=writers)
+            db = store.db
             if mode == "memoir":
                 db.migrate()
-                db.run_sync(lambda c: _ensure_vec(c), write=True)
+                db.run_sync(
+                    partial(store.claim_embedder, embedder_id=f"hash:{DIM}", dimension=DIM),
+                    write=True,
+                )
             else:
                 with psycopg.connect(db.conninfo, autocommit=True) as conn:
                     conn.execute("CREATE TABLE IF NOT EXISTS raw_item (LIKE item INCLUDING ALL)")
@@ -425,12 +431,6 @@ def _write_chunks(conn: Any, mode: str, chunks: list[tuple[NewItem, np.ndarray]]
                 "INSERT INTO raw_vec (item_id, scope, kind, embedding) VALUES (%s,%s,%s,%s)",
                 (row[0], item.scope.key, item.kind, PgVector(vector)),
             )
-
-
-def _ensure_vec(conn: Any) -> None:
-    from memory_core.storage.postgres.store import _ensure_vector_index
-
-    _ensure_vector_index(conn, f"hash:{DIM}", DIM)
 
 
 async def main() -> None:

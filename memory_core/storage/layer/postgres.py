@@ -30,6 +30,7 @@ import numpy as np
 import psycopg
 
 from memory_core.errors import ConfigError, SchemaError
+from memory_core.storage.layer import sql_common as sql
 from memory_core.storage.layer.memory import lexical_tokens
 from memory_core.storage.layer.port import (
     CategoryRow,
@@ -42,6 +43,7 @@ from memory_core.storage.layer.port import (
     ScopeFilter,
     ScopeValues,
 )
+from memory_core.storage.layer.sql_common import quote_ident as _q
 from memory_core.storage.postgres.database import PgDatabase, PgVector
 from memory_core.storage.url import DatabaseURL, parse_database_url
 
@@ -55,7 +57,6 @@ __all__ = [
 
 T = TypeVar("T")
 Conn = psycopg.Connection[Any]
-_SCOPED_TABLES = ("layer_resource", "layer_item", "layer_category", "layer_intention")
 _LOCK_KEY = 0x6D656D6F6972_04  # "memoir" + layer schema
 # Exact scoring below this many vectors in the scope range: cheaper than the graph, and exact.
 EXACT_BELOW = 2_000
@@ -64,14 +65,6 @@ _MAX_LEXEME_BYTES = 2_000  # PostgreSQL refuses lexemes over 2 KiB
 _MAX_POSITIONS = 256  # and keeps at most 256 positions per lexeme
 _K1 = 1.2
 _B = 0.75
-_ITEM_COLUMNS = (
-    "item_id, resource_id, text, evidence, confidence, stability, version, category_key, "
-    "status, embedding, created_at, updated_at"
-)
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def layer_pg_ddl(fields: Sequence[str]) -> list[str]:
@@ -119,21 +112,7 @@ def layer_pg_ddl(fields: Sequence[str]) -> list[str]:
 
 def pg_scope_where(selector: ScopeFilter, alias: str = "") -> tuple[str, list[Any]]:
     """``(sql, params)`` for a selector: ``field = %s`` / ``field = ANY(%s)``; ANY adds nothing."""
-    parts: list[str] = []
-    params: list[Any] = []
-    for name, allowed in selector.items():
-        if allowed is None:
-            continue
-        column = alias + _q(name)
-        if not allowed:
-            parts.append("false")
-        elif len(allowed) == 1:
-            parts.append(f"{column} = %s")
-            params.append(allowed[0])
-        else:
-            parts.append(f"{column} = ANY(%s::text[])")
-            params.append(list(allowed))
-    return (" AND ".join(parts) or "true"), params
+    return sql.scope_where(selector, mark="%s", alias=alias)
 
 
 def _lexeme(token: str) -> str:
@@ -160,6 +139,10 @@ def _clean(text: str | None) -> str | None:
     # PostgreSQL text cannot hold NUL; SQLite and the in-memory store keep it. U+FFFD marks
     # where one was rather than failing the whole memorize.
     return None if text is None else text.replace("\x00", "\ufffd")
+
+
+def _pg_vector(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=np.float32)
 
 
 class PostgresLayerStore:
@@ -229,7 +212,7 @@ class PostgresLayerStore:
             self._ensure_extension()
             self._ensure_meta_table()
             self._write(create)
-        for table in _SCOPED_TABLES:
+        for table in sql.SCOPED_TABLES:
             if not self._regclass(table):
                 raise SchemaError(
                     f"ddl_mode='validate' but table {table!r} is missing from {self.location}",
@@ -305,39 +288,22 @@ class PostgresLayerStore:
         return PgVector(array)
 
     def _ensure_meta_table(self) -> None:
-        self._write(
-            lambda c: c.execute(
-                "CREATE TABLE IF NOT EXISTS layer_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
-        )
+        self._write(lambda c: c.execute(sql.META_TABLE_DDL))
 
     def get_meta(self) -> dict[str, Any] | None:
         if not self._regclass("layer_meta"):
             return None
-        rows = self._read("SELECT value FROM layer_meta WHERE key = 'service_meta'")
-        return json.loads(rows[0][0]) if rows else None
+        return sql.meta_value(self._read(sql.get_meta_sql()))
 
     def set_meta(self, meta: Mapping[str, Any]) -> None:
         self._ensure_meta_table()
-        self._write(
-            lambda c: c.execute(
-                "INSERT INTO layer_meta(key, value) VALUES ('service_meta', %s) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                [json.dumps(dict(meta), sort_keys=True)],
-            )
-        )
+        self._write(lambda c: c.execute(sql.set_meta_sql("%s"), [sql.meta_param(meta)]))
 
-    def _scope_of(self, row: Sequence[Any]) -> ScopeValues:
-        return {f: str(v) for f, v in zip(self._fields, row[: len(self._fields)], strict=True)}
-
-    def _scope_params(self, scope: ScopeValues) -> list[str]:
-        return [scope[f] for f in self._fields]
-
-    def _cols(self, alias: str = "") -> str:
-        return ", ".join(alias + _q(f) for f in self._fields)
+    def _cols(self) -> str:
+        return sql.scope_columns(self._fields)
 
     def _marks(self, extra: int) -> str:
-        return ", ".join(["%s"] * (len(self._fields) + extra))
+        return sql.marks("%s", len(self._fields) + extra)
 
     # -- resources --------------------------------------------------------------------------
 
@@ -346,47 +312,18 @@ class PostgresLayerStore:
     ) -> ResourceRow | None:
         where, params = pg_scope_where({k: (v,) for k, v in scope.items()})
         rows = self._read(
-            f"SELECT {self._cols()}, resource_id, kind, uri, content, content_hash, mime, "
-            f"metadata, artifacts, pipeline_revision, created_at FROM layer_resource "
+            f"SELECT {self._cols()}, {sql.RESOURCE_COLUMNS} FROM layer_resource "
             f"WHERE {where} AND content_hash = %s AND pipeline_revision = %s",
             [*params, content_hash, revision],
         )
-        if not rows:
-            return None
-        r = rows[0][len(self._fields) :]
-        return ResourceRow(
-            resource_id=r[0],
-            scope=self._scope_of(rows[0]),
-            kind=r[1],
-            uri=r[2],
-            content=r[3],
-            content_hash=r[4],
-            mime=r[5],
-            metadata=json.loads(r[6]),
-            artifacts=json.loads(r[7]),
-            pipeline_revision=r[8],
-            created_at=r[9],
-        )
+        return sql.resource_row(self._fields, rows[0]) if rows else None
 
     def add_resource(self, row: ResourceRow) -> None:
         self._write(
             lambda c: c.execute(
-                f"INSERT INTO layer_resource ({self._cols()}, resource_id, kind, uri, content, "
-                "content_hash, mime, metadata, artifacts, pipeline_revision, created_at) "
+                f"INSERT INTO layer_resource ({self._cols()}, {sql.RESOURCE_COLUMNS}) "
                 f"VALUES ({self._marks(10)}) ON CONFLICT DO NOTHING",
-                [
-                    *self._scope_params(row.scope),
-                    row.resource_id,
-                    row.kind,
-                    _clean(row.uri),
-                    _clean(row.content),
-                    row.content_hash,
-                    row.mime,
-                    json.dumps(row.metadata),
-                    json.dumps(row.artifacts),
-                    row.pipeline_revision,
-                    row.created_at,
-                ],
+                sql.resource_params(self._fields, row, _clean),
             )
         )
 
@@ -400,16 +337,9 @@ class PostgresLayerStore:
             text = _clean(row.text) or ""
             tsv, length = tsvector_literal(text)
             vector = None if row.embedding is None else self._vector(row.embedding)
-            values.append(
-                [
-                    *self._scope_params(row.scope), row.item_id, row.resource_id, text,
-                    json.dumps(row.evidence), row.confidence, row.stability, row.version,
-                    row.category_key, row.status, vector, row.created_at, row.updated_at, tsv,
-                    length,
-                ]
-            )  # fmt: skip
-        sql = (
-            f"INSERT INTO layer_item ({self._cols()}, {_ITEM_COLUMNS}, tsv, lex_len) "
+            values.append([*sql.item_values(self._fields, row, text, vector), tsv, length])
+        statement = (
+            f"INSERT INTO layer_item ({self._cols()}, {sql.ITEM_COLUMNS}, tsv, lex_len) "
             f"VALUES ({self._marks(14)}) ON CONFLICT (item_id) DO UPDATE SET "
             "text=excluded.text, evidence=excluded.evidence, confidence=excluded.confidence, "
             "stability=excluded.stability, version=excluded.version, "
@@ -417,28 +347,13 @@ class PostgresLayerStore:
             "embedding=excluded.embedding, tsv=excluded.tsv, lex_len=excluded.lex_len, "
             "updated_at=excluded.updated_at"
         )
-        self._write(lambda c: c.cursor().executemany(sql, values))
+        self._write(lambda c: c.cursor().executemany(statement, values))
 
     def _item_select(self) -> str:
-        return f"SELECT {self._cols()}, {_ITEM_COLUMNS} FROM layer_item"
+        return f"SELECT {self._cols()}, {sql.ITEM_COLUMNS} FROM layer_item"
 
     def _item(self, row: Sequence[Any]) -> ItemRow:
-        r = row[len(self._fields) :]
-        return ItemRow(
-            item_id=r[0],
-            scope=self._scope_of(row),
-            resource_id=r[1],
-            text=r[2],
-            evidence=json.loads(r[3]),
-            confidence=r[4],
-            stability=r[5],
-            version=r[6],
-            category_key=r[7],
-            status=r[8],
-            embedding=None if r[9] is None else np.asarray(r[9], dtype=np.float32),
-            created_at=r[10],
-            updated_at=r[11],
-        )
+        return sql.item_row(self._fields, row, _pg_vector)
 
     def items(
         self,
@@ -449,17 +364,17 @@ class PostgresLayerStore:
         categories: Sequence[str] | None = None,
     ) -> list[ItemRow]:
         where, params = pg_scope_where(selector)
-        sql = f"{self._item_select()} WHERE {where}"
+        query = f"{self._item_select()} WHERE {where}"
         if status is not None:
-            sql += " AND status = %s"
+            query += " AND status = %s"
             params.append(status)
         if categories is not None:
-            sql += " AND category_key = ANY(%s::text[])"
+            query += " AND category_key = ANY(%s::text[])"
             params.append(list(categories))
-        sql += " ORDER BY created_at, item_id"
+        query += " ORDER BY created_at, item_id"
         if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [self._item(r) for r in self._read(sql, params)]
+            query += f" LIMIT {int(limit)}"
+        return [self._item(r) for r in self._read(query, params)]
 
     def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]:
         if not item_ids:
@@ -553,126 +468,69 @@ class PostgresLayerStore:
     def upsert_categories(self, rows: Sequence[CategoryRow]) -> None:
         if not rows:
             return
-        sql = (
-            f"INSERT INTO layer_category ({self._cols()}, category_key, name, description, "
-            f"summary, anchor_ids, item_count, updated_at) VALUES ({self._marks(7)}) "
+        statement = (
+            f"INSERT INTO layer_category ({self._cols()}, {sql.CATEGORY_COLUMNS}) "
+            f"VALUES ({self._marks(7)}) "
             f"ON CONFLICT ({self._cols()}, category_key) DO UPDATE SET name=excluded.name, "
             "description=excluded.description, summary=excluded.summary, "
             "anchor_ids=excluded.anchor_ids, item_count=excluded.item_count, "
             "updated_at=excluded.updated_at"
         )
-        values = [
-            [
-                *self._scope_params(row.scope),
-                row.category_key,
-                _clean(row.name),
-                _clean(row.description),
-                _clean(row.summary),
-                json.dumps(row.anchor_ids),
-                row.item_count,
-                row.updated_at,
-            ]
-            for row in rows
-        ]
-        self._write(lambda c: c.cursor().executemany(sql, values))
+        values = [sql.category_params(self._fields, row, _clean) for row in rows]
+        self._write(lambda c: c.cursor().executemany(statement, values))
 
     def categories(self, selector: ScopeFilter) -> list[CategoryRow]:
         where, params = pg_scope_where(selector)
         rows = self._read(
-            f"SELECT {self._cols()}, category_key, name, description, summary, anchor_ids, "
-            f"item_count, updated_at FROM layer_category WHERE {where} "
+            f"SELECT {self._cols()}, {sql.CATEGORY_COLUMNS} FROM layer_category WHERE {where} "
             f"ORDER BY {self._cols()}, category_key",
             params,
         )
-        out = []
-        for row in rows:
-            r = row[len(self._fields) :]
-            out.append(
-                CategoryRow(
-                    scope=self._scope_of(row),
-                    category_key=r[0],
-                    name=r[1],
-                    description=r[2],
-                    summary=r[3],
-                    anchor_ids=json.loads(r[4]),
-                    item_count=r[5],
-                    updated_at=r[6],
-                )
-            )
-        return out
+        return [sql.category_row(self._fields, row) for row in rows]
 
     def add_intention(self, row: IntentionRow) -> None:
         self._write(
             lambda c: c.execute(
-                f"INSERT INTO layer_intention ({self._cols()}, version, goals, constraints, "
-                f"progress, source_item_ids, created_at) VALUES ({self._marks(6)})",
-                [
-                    *self._scope_params(row.scope),
-                    row.version,
-                    json.dumps(row.goals),
-                    json.dumps(row.constraints),
-                    json.dumps(row.progress),
-                    json.dumps(row.source_item_ids),
-                    row.created_at,
-                ],
+                f"INSERT INTO layer_intention ({self._cols()}, {sql.INTENTION_COLUMNS}) "
+                f"VALUES ({self._marks(6)})",
+                sql.intention_params(self._fields, row),
             )
         )
 
     def latest_intentions(self, selector: ScopeFilter) -> list[IntentionRow]:
         where, params = pg_scope_where(selector)
         rows = self._read(
-            f"SELECT DISTINCT ON ({self._cols()}) {self._cols()}, version, goals, constraints, "
-            f"progress, source_item_ids, created_at FROM layer_intention WHERE {where} "
-            f"ORDER BY {self._cols()}, version DESC",
+            f"SELECT DISTINCT ON ({self._cols()}) {self._cols()}, {sql.INTENTION_COLUMNS} "
+            f"FROM layer_intention WHERE {where} ORDER BY {self._cols()}, version DESC",
             params,
         )
-        return [
-            IntentionRow(
-                scope=self._scope_of(row),
-                version=r[0],
-                goals=json.loads(r[1]),
-                constraints=json.loads(r[2]),
-                progress=json.loads(r[3]),
-                source_item_ids=json.loads(r[4]),
-                created_at=r[5],
-            )
-            for row in rows
-            for r in [row[len(self._fields) :]]
-        ]
+        return [sql.intention_row(self._fields, row) for row in rows]
 
     # -- revisions, runs --------------------------------------------------------------------
 
     def add_revision(self, row: RevisionRow) -> None:
         self._write(
             lambda c: c.execute(
-                "INSERT INTO layer_revision(revision, change, pipelines, created_at) "
-                "VALUES (%s, %s, %s, %s)",
+                sql.revision_insert("%s"),
                 [row.revision, _clean(row.change), json.dumps(row.pipelines), row.created_at],
             )
         )
 
     def revisions(self) -> list[RevisionRow]:
-        return [
-            RevisionRow(revision=r[0], change=r[1], pipelines=json.loads(r[2]), created_at=r[3])
-            for r in self._read(
-                "SELECT revision, change, pipelines, created_at FROM layer_revision "
-                "ORDER BY revision"
-            )
-        ]
+        return [sql.revision_row(r) for r in self._read(sql.REVISION_SELECT)]
 
     def add_run(self, row: RunRow) -> None:
         self._write(
             lambda c: c.execute(
-                "INSERT INTO layer_run(run_id, kind, body, created_at) VALUES (%s, %s, %s, %s)",
-                [row.run_id, row.kind, json.dumps(row.body), row.created_at],
+                sql.run_insert("%s"), [row.run_id, row.kind, json.dumps(row.body), row.created_at]
             )
         )
 
     def runs(self, limit: int = 50) -> list[RunRow]:
         return [
-            RunRow(run_id=r[0], kind=r[1], body=json.loads(r[2]), created_at=r[3])
+            sql.run_row(r)
             for r in self._read(
-                "SELECT run_id, kind, body, created_at FROM layer_run "
+                f"SELECT {sql.RUN_COLUMNS} FROM layer_run "
                 "ORDER BY created_at DESC, seq DESC LIMIT %s",
                 [limit],
             )

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory_core.errors import SchemaError
+from memory_core.storage.layer import sql_common as sql
 from memory_core.storage.layer.port import (
     CategoryRow,
     DdlMode,
@@ -29,17 +30,13 @@ from memory_core.storage.layer.port import (
     ScopeFilter,
     ScopeValues,
 )
+from memory_core.storage.layer.sql_common import quote_ident as _q
 from memory_core.storage.sqlite.driver import select_driver
 from memory_core.storage.sqlite.fts import match_expression
 
 __all__ = ["SqliteLayerStore", "layer_ddl", "scope_where"]
 
 T = TypeVar("T")
-_SCOPED_TABLES = ("layer_resource", "layer_item", "layer_category", "layer_intention")
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def layer_ddl(fields: Sequence[str]) -> list[str]:
@@ -80,22 +77,13 @@ def layer_ddl(fields: Sequence[str]) -> list[str]:
     ]
 
 
-def scope_where(selector: ScopeFilter, alias: str = "") -> tuple[str, list[str]]:
+def scope_where(selector: ScopeFilter, alias: str = "") -> tuple[str, list[Any]]:
     """``(sql, params)`` for a selector: ``field = ?`` / ``field IN (?, …)``; ANY adds nothing."""
-    parts: list[str] = []
-    params: list[str] = []
-    for name, allowed in selector.items():
-        if allowed is None:
-            continue
-        column = alias + _q(name)
-        if not allowed:
-            parts.append("0")
-        elif len(allowed) == 1:
-            parts.append(f"{column} = ?")
-        else:
-            parts.append(f"{column} IN ({', '.join('?' * len(allowed))})")
-        params.extend(allowed)
-    return (" AND ".join(parts) or "1"), params
+    return sql.scope_where(selector, mark="?", alias=alias)
+
+
+def _blob_vector(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float32).copy()
 
 
 class SqliteLayerStore:
@@ -153,7 +141,7 @@ class SqliteLayerStore:
             self._ensure_meta_table()
             self._write(create)
         tables = self._tables()
-        for table in _SCOPED_TABLES:
+        for table in sql.SCOPED_TABLES:
             if table not in tables:
                 raise SchemaError(
                     f"ddl_mode='validate' but table {table!r} is missing from {self.path}",
@@ -169,36 +157,19 @@ class SqliteLayerStore:
         self._fields = fields
 
     def _ensure_meta_table(self) -> None:
-        self._write(
-            lambda c: c.execute(
-                "CREATE TABLE IF NOT EXISTS layer_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
-        )
+        self._write(lambda c: c.execute(sql.META_TABLE_DDL))
 
     def get_meta(self) -> dict[str, Any] | None:
         if "layer_meta" not in self._tables():
             return None
-        rows = self._read("SELECT value FROM layer_meta WHERE key = 'service_meta'")
-        return json.loads(rows[0][0]) if rows else None
+        return sql.meta_value(self._read(sql.get_meta_sql()))
 
     def set_meta(self, meta: Mapping[str, Any]) -> None:
         self._ensure_meta_table()
-        self._write(
-            lambda c: c.execute(
-                "INSERT INTO layer_meta(key, value) VALUES ('service_meta', ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                [json.dumps(dict(meta), sort_keys=True)],
-            )
-        )
-
-    def _scope_of(self, row: Sequence[Any]) -> ScopeValues:
-        return {f: str(v) for f, v in zip(self._fields, row[: len(self._fields)], strict=True)}
-
-    def _scope_params(self, scope: ScopeValues) -> list[str]:
-        return [scope[f] for f in self._fields]
+        self._write(lambda c: c.execute(sql.set_meta_sql("?"), [sql.meta_param(meta)]))
 
     def _cols(self) -> str:
-        return ", ".join(_q(f) for f in self._fields)
+        return sql.scope_columns(self._fields)
 
     # -- resources --------------------------------------------------------------------------
 
@@ -207,48 +178,19 @@ class SqliteLayerStore:
     ) -> ResourceRow | None:
         where, params = scope_where({k: (v,) for k, v in scope.items()})
         rows = self._read(
-            f"SELECT {self._cols()}, resource_id, kind, uri, content, content_hash, mime, "
-            f"metadata, artifacts, pipeline_revision, created_at FROM layer_resource "
+            f"SELECT {self._cols()}, {sql.RESOURCE_COLUMNS} FROM layer_resource "
             f"WHERE {where} AND content_hash = ? AND pipeline_revision = ?",
             [*params, content_hash, revision],
         )
-        if not rows:
-            return None
-        r = rows[0][len(self._fields) :]
-        return ResourceRow(
-            resource_id=r[0],
-            scope=self._scope_of(rows[0]),
-            kind=r[1],
-            uri=r[2],
-            content=r[3],
-            content_hash=r[4],
-            mime=r[5],
-            metadata=json.loads(r[6]),
-            artifacts=json.loads(r[7]),
-            pipeline_revision=r[8],
-            created_at=r[9],
-        )
+        return sql.resource_row(self._fields, rows[0]) if rows else None
 
     def add_resource(self, row: ResourceRow) -> None:
-        marks = ", ".join("?" * (len(self._fields) + 10))
+        marks = sql.marks("?", len(self._fields) + 10)
         self._write(
             lambda c: c.execute(
-                f"INSERT OR IGNORE INTO layer_resource ({self._cols()}, resource_id, kind, uri, "
-                "content, content_hash, mime, metadata, artifacts, pipeline_revision, created_at) "
+                f"INSERT OR IGNORE INTO layer_resource ({self._cols()}, {sql.RESOURCE_COLUMNS}) "
                 f"VALUES ({marks})",
-                [
-                    *self._scope_params(row.scope),
-                    row.resource_id,
-                    row.kind,
-                    row.uri,
-                    row.content,
-                    row.content_hash,
-                    row.mime,
-                    json.dumps(row.metadata),
-                    json.dumps(row.artifacts),
-                    row.pipeline_revision,
-                    row.created_at,
-                ],
+                sql.resource_params(self._fields, row),
             )
         )
 
@@ -256,7 +198,7 @@ class SqliteLayerStore:
 
     def upsert_items(self, rows: Sequence[ItemRow]) -> None:
         cols = self._cols()
-        marks = ", ".join("?" * (len(self._fields) + 12))
+        marks = sql.marks("?", len(self._fields) + 12)
 
         def work(conn: Any) -> None:
             for row in rows:
@@ -270,21 +212,15 @@ class SqliteLayerStore:
                         [old[0], old[1]],
                     )
                 blob = None if row.embedding is None else row.embedding.astype(np.float32).tobytes()
-                values = [
-                    *self._scope_params(row.scope), row.item_id, row.resource_id, row.text,
-                    json.dumps(row.evidence), row.confidence, row.stability, row.version,
-                    row.category_key, row.status, blob, row.created_at, row.updated_at,
-                ]  # fmt: skip
                 conn.execute(
-                    f"INSERT INTO layer_item ({cols}, item_id, resource_id, text, evidence, "
-                    "confidence, stability, version, category_key, status, embedding, created_at, "
-                    f"updated_at) VALUES ({marks}) ON CONFLICT(item_id) DO UPDATE SET "
+                    f"INSERT INTO layer_item ({cols}, {sql.ITEM_COLUMNS}) "
+                    f"VALUES ({marks}) ON CONFLICT(item_id) DO UPDATE SET "
                     "text=excluded.text, evidence=excluded.evidence, "
                     "confidence=excluded.confidence, stability=excluded.stability, "
                     "version=excluded.version, category_key=excluded.category_key, "
                     "status=excluded.status, embedding=excluded.embedding, "
                     "updated_at=excluded.updated_at",
-                    values,
+                    sql.item_values(self._fields, row, row.text, blob),
                 )
                 if row.status == "active":
                     rowid = conn.execute(
@@ -299,28 +235,10 @@ class SqliteLayerStore:
             self._generation += 1  # item vectors changed: drop cached matrices
 
     def _item_select(self) -> str:
-        return (
-            f"SELECT {self._cols()}, item_id, resource_id, text, evidence, confidence, stability, "
-            "version, category_key, status, embedding, created_at, updated_at FROM layer_item"
-        )
+        return f"SELECT {self._cols()}, {sql.ITEM_COLUMNS} FROM layer_item"
 
     def _item(self, row: Sequence[Any]) -> ItemRow:
-        r = row[len(self._fields) :]
-        return ItemRow(
-            item_id=r[0],
-            scope=self._scope_of(row),
-            resource_id=r[1],
-            text=r[2],
-            evidence=json.loads(r[3]),
-            confidence=r[4],
-            stability=r[5],
-            version=r[6],
-            category_key=r[7],
-            status=r[8],
-            embedding=None if r[9] is None else np.frombuffer(r[9], dtype=np.float32).copy(),
-            created_at=r[10],
-            updated_at=r[11],
-        )
+        return sql.item_row(self._fields, row, _blob_vector)
 
     def items(
         self,
@@ -331,22 +249,22 @@ class SqliteLayerStore:
         categories: Sequence[str] | None = None,
     ) -> list[ItemRow]:
         where, params = scope_where(selector)
-        sql = f"{self._item_select()} WHERE {where}"
+        query = f"{self._item_select()} WHERE {where}"
         if status is not None:
-            sql += " AND status = ?"
+            query += " AND status = ?"
             params.append(status)
         if categories is not None:
-            sql += f" AND category_key IN ({', '.join('?' * len(categories)) or 'NULL'})"
+            query += f" AND category_key IN ({sql.marks('?', len(categories)) or 'NULL'})"
             params.extend(categories)
-        sql += " ORDER BY created_at, item_id"
+        query += " ORDER BY created_at, item_id"
         if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [self._item(r) for r in self._read(sql, params)]
+            query += f" LIMIT {int(limit)}"
+        return [self._item(r) for r in self._read(query, params)]
 
     def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]:
         if not item_ids:
             return []
-        marks = ", ".join("?" * len(item_ids))
+        marks = sql.marks("?", len(item_ids))
         found = {
             row.item_id: row
             for row in (
@@ -420,27 +338,17 @@ class SqliteLayerStore:
     # -- categories, intentions -------------------------------------------------------------
 
     def upsert_categories(self, rows: Sequence[CategoryRow]) -> None:
-        marks = ", ".join("?" * (len(self._fields) + 7))
+        marks = sql.marks("?", len(self._fields) + 7)
 
         def work(conn: Any) -> None:
             for row in rows:
                 conn.execute(
-                    f"INSERT INTO layer_category ({self._cols()}, category_key, name, "
-                    "description, summary, anchor_ids, item_count, updated_at) "
+                    f"INSERT INTO layer_category ({self._cols()}, {sql.CATEGORY_COLUMNS}) "
                     f"VALUES ({marks}) ON CONFLICT DO UPDATE SET name=excluded.name, "
                     "description=excluded.description, summary=excluded.summary, "
                     "anchor_ids=excluded.anchor_ids, item_count=excluded.item_count, "
                     "updated_at=excluded.updated_at",
-                    [
-                        *self._scope_params(row.scope),
-                        row.category_key,
-                        row.name,
-                        row.description,
-                        row.summary,
-                        json.dumps(row.anchor_ids),
-                        row.item_count,
-                        row.updated_at,
-                    ],
+                    sql.category_params(self._fields, row),
                 )
 
         self._write(work)
@@ -448,104 +356,61 @@ class SqliteLayerStore:
     def categories(self, selector: ScopeFilter) -> list[CategoryRow]:
         where, params = scope_where(selector)
         rows = self._read(
-            f"SELECT {self._cols()}, category_key, name, description, summary, anchor_ids, "
-            f"item_count, updated_at FROM layer_category WHERE {where} "
+            f"SELECT {self._cols()}, {sql.CATEGORY_COLUMNS} FROM layer_category WHERE {where} "
             f"ORDER BY {self._cols()}, category_key",
             params,
         )
-        out = []
-        for row in rows:
-            r = row[len(self._fields) :]
-            out.append(
-                CategoryRow(
-                    scope=self._scope_of(row),
-                    category_key=r[0],
-                    name=r[1],
-                    description=r[2],
-                    summary=r[3],
-                    anchor_ids=json.loads(r[4]),
-                    item_count=r[5],
-                    updated_at=r[6],
-                )
-            )
-        return out
+        return [sql.category_row(self._fields, row) for row in rows]
 
     def add_intention(self, row: IntentionRow) -> None:
-        marks = ", ".join("?" * (len(self._fields) + 6))
+        marks = sql.marks("?", len(self._fields) + 6)
         self._write(
             lambda c: c.execute(
-                f"INSERT INTO layer_intention ({self._cols()}, version, goals, constraints, "
-                f"progress, source_item_ids, created_at) VALUES ({marks})",
-                [
-                    *self._scope_params(row.scope),
-                    row.version,
-                    json.dumps(row.goals),
-                    json.dumps(row.constraints),
-                    json.dumps(row.progress),
-                    json.dumps(row.source_item_ids),
-                    row.created_at,
-                ],
+                f"INSERT INTO layer_intention ({self._cols()}, {sql.INTENTION_COLUMNS}) "
+                f"VALUES ({marks})",
+                sql.intention_params(self._fields, row),
             )
         )
 
     def latest_intentions(self, selector: ScopeFilter) -> list[IntentionRow]:
         where, params = scope_where(selector, alias="i.")
         join = " AND ".join(f"l.{_q(f)} = i.{_q(f)}" for f in self._fields)
+        scoped = sql.scope_columns(self._fields, alias="i.")
         rows = self._read(
-            f"SELECT {', '.join('i.' + _q(f) for f in self._fields)}, i.version, i.goals, "
+            f"SELECT {scoped}, i.version, i.goals, "
             "i.constraints, i.progress, i.source_item_ids, i.created_at FROM layer_intention i "
             f"WHERE {where} AND NOT EXISTS (SELECT 1 FROM layer_intention l WHERE {join} "
             "AND l.version > i.version) "
-            f"ORDER BY {', '.join('i.' + _q(f) for f in self._fields)}",
+            f"ORDER BY {scoped}",
             params,
         )
-        return [
-            IntentionRow(
-                scope=self._scope_of(row),
-                version=r[0],
-                goals=json.loads(r[1]),
-                constraints=json.loads(r[2]),
-                progress=json.loads(r[3]),
-                source_item_ids=json.loads(r[4]),
-                created_at=r[5],
-            )
-            for row in rows
-            for r in [row[len(self._fields) :]]
-        ]
+        return [sql.intention_row(self._fields, row) for row in rows]
 
     # -- revisions, runs --------------------------------------------------------------------
 
     def add_revision(self, row: RevisionRow) -> None:
         self._write(
             lambda c: c.execute(
-                "INSERT INTO layer_revision(revision, change, pipelines, created_at) "
-                "VALUES (?, ?, ?, ?)",
+                sql.revision_insert("?"),
                 [row.revision, row.change, json.dumps(row.pipelines), row.created_at],
             )
         )
 
     def revisions(self) -> list[RevisionRow]:
-        return [
-            RevisionRow(revision=r[0], change=r[1], pipelines=json.loads(r[2]), created_at=r[3])
-            for r in self._read(
-                "SELECT revision, change, pipelines, created_at FROM layer_revision "
-                "ORDER BY revision"
-            )
-        ]
+        return [sql.revision_row(r) for r in self._read(sql.REVISION_SELECT)]
 
     def add_run(self, row: RunRow) -> None:
         self._write(
             lambda c: c.execute(
-                "INSERT INTO layer_run(run_id, kind, body, created_at) VALUES (?, ?, ?, ?)",
-                [row.run_id, row.kind, json.dumps(row.body), row.created_at],
+                sql.run_insert("?"), [row.run_id, row.kind, json.dumps(row.body), row.created_at]
             )
         )
 
     def runs(self, limit: int = 50) -> list[RunRow]:
         return [
-            RunRow(run_id=r[0], kind=r[1], body=json.loads(r[2]), created_at=r[3])
+            sql.run_row(r)
             for r in self._read(
-                "SELECT run_id, kind, body, created_at FROM layer_run "
+                f"SELECT {sql.RUN_COLUMNS} FROM layer_run "
                 "ORDER BY created_at DESC, rowid DESC LIMIT ?",
                 [limit],
             )

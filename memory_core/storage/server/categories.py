@@ -11,24 +11,13 @@ from memory_core.errors import InvalidInputError
 from memory_core.kinds import ItemKind
 from memory_core.models import Category, utc_now
 from memory_core.scope import Scope
+from memory_core.storage.records import CATEGORY_COLUMNS, category_from_row
 from memory_core.storage.server.dialect import Dialect
 
 __all__ = ["ServerCategories"]
 
-_COLUMNS = "category_id, scope, parent_id, level, name, created_at, summary, metadata"
-
-
-def _category(row: Sequence[Any]) -> Category:
-    return Category(
-        category_id=int(row[0]),
-        scope=str(row[1]),
-        parent_id=None if row[2] is None else int(row[2]),
-        level=int(row[3]),
-        name=str(row[4]),
-        created_at=str(row[5]),
-        summary=row[6],
-        metadata=json.loads(row[7]),
-    )
+_COLUMNS = CATEGORY_COLUMNS
+_category = category_from_row
 
 
 class ServerCategories:

@@ -58,6 +58,28 @@ class Dialect:
             return f"INSERT INTO {head}", " ON CONFLICT DO NOTHING"
         return f"INSERT IGNORE INTO {head}", ""
 
+    def quote(self, name: str) -> str:
+        """``name`` as a quoted identifier (for a column named like a keyword, as ``key``)."""
+        return f'"{name}"' if self.is_pg else f"`{name}`"
+
+    def on_duplicate(self, key: str, assignments: str) -> str:
+        """The end of an INSERT that runs ``assignments`` on the row whose unique ``key``
+        the new row collides with (``ON CONFLICT … DO UPDATE`` / ``ON DUPLICATE KEY UPDATE``)."""
+        if self.is_pg:
+            return f" ON CONFLICT ({key}) DO UPDATE SET {assignments}"
+        return f" ON DUPLICATE KEY UPDATE {assignments}"
+
+    def inserted(self, column: str) -> str:
+        """In :meth:`on_duplicate`'s assignments: the value the INSERT brought for ``column``."""
+        return f"excluded.{column}" if self.is_pg else f"VALUES({column})"
+
+    def text_plus_one(self, column: str) -> str:
+        """A text column holding a whole number, plus one (the text of the sum on PostgreSQL;
+        MySQL converts it back on assignment)."""
+        if self.is_pg:
+            return f"({column}::bigint + 1)::text"
+        return f"CAST({column} AS UNSIGNED) + 1"
+
     def json_value(self, column: str, key: str) -> str:
         """The JSON value at top-level ``key`` of a JSON text column (comparable to
         :meth:`json_param`)."""

@@ -22,9 +22,10 @@ from memory_core.kinds import ItemKind
 from memory_core.models import Item, ItemUpdate, NewItem, content_hash, utc_now
 from memory_core.scope import Scope
 from memory_core.storage.ports import ItemOrder, ItemTotals
+from memory_core.storage.records import item_assignments, to_signed64
 from memory_core.storage.server.dialect import Dialect
 from memory_core.storage.server.filter_sql import compile_filter, order_column, scope_kind_where
-from memory_core.storage.sqlite.items import row_to_item, simhash_bands, to_signed64
+from memory_core.storage.sqlite.items import row_to_item, simhash_bands
 
 __all__ = ["ITEM_COLUMNS", "VECTOR_GENERATION_KEY", "ServerItems", "check_dimension"]
 
@@ -258,21 +259,7 @@ class ServerItems:
         if row is None:
             return False
         scope_key, kind = str(row[0]), str(row[1])
-        columns: list[str] = []
-        params: list[Any] = []
-        for name, value in changes.items():
-            if name == "tags":
-                value = json.dumps(list(value), ensure_ascii=False)
-            elif name == "metadata":
-                value = json.dumps(value, ensure_ascii=False, sort_keys=True)
-            elif name == "pinned":
-                value = int(value)
-            elif name == "simhash":
-                value = to_signed64(value)
-            columns.append(f"{name} = %s")
-            params.append(value)
-        columns.append("updated_at = %s")
-        params.append(utc_now())
+        columns, params = item_assignments(changes, "%s")
         relex = "text" in changes or "tags" in changes
         if relex:
             self.lexical_remove([item_id])

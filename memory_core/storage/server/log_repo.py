@@ -1,24 +1,26 @@
-"""Runs and events on a server backend: the ``run`` and ``event`` tables.
+"""Runs, events and meta on a server backend: the ``run``, ``event`` and ``meta`` tables.
 
-Written once for both server dialects; MySQL uses it today. (``postgres/log_repo.py`` keeps its
-own twin while another change extends it; it can become a subclass of :class:`ServerLog`.)
+Written once for both server dialects; ``postgres/log_repo.py`` and ``mysql/repos.py`` name
+the dialect (PostgreSQL also deletes old runs in one statement).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_core.models import EventRecord, RunRecord, utc_now
 from memory_core.scope import Scope
+from memory_core.storage.records import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    event_from_row,
+    payload_json,
+    run_from_row,
+)
 from memory_core.storage.server.dialect import Dialect
 
-__all__ = ["ServerLog", "dumps"]
-
-
-def dumps(value: Mapping[str, Any] | None) -> str:
-    return json.dumps(dict(value or {}), ensure_ascii=False, sort_keys=True, default=str)
+__all__ = ["ServerLog", "ServerMeta"]
 
 
 class ServerLog:
@@ -54,7 +56,7 @@ class ServerLog:
     ) -> int:
         return self._insert(
             "INSERT INTO run (scope, kind, started_at, took_ms, payload) VALUES (%s, %s, %s, %s, %s)",
-            (scope.key, kind, started_at or utc_now(), took_ms, dumps(payload)),
+            (scope.key, kind, started_at or utc_now(), took_ms, payload_json(payload)),
             "run_id",
         )
 
@@ -62,14 +64,10 @@ class ServerLog:
         params: list[Any] = [scope.key]
         where = self._kinds("scope = %s", params, kinds)
         rows = self._conn.execute(
-            f"SELECT run_id, scope, kind, started_at, took_ms, payload FROM run WHERE {where} "
-            "ORDER BY run_id DESC LIMIT %s",
+            f"SELECT {RUN_COLUMNS} FROM run WHERE {where} ORDER BY run_id DESC LIMIT %s",
             (*params, max(1, int(limit))),
         ).fetchall()
-        return [
-            RunRecord(int(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4], json.loads(r[5] or "{}"))
-            for r in rows
-        ]
+        return [run_from_row(r) for r in rows]
 
     def prune_runs(self, scope: Scope, kind: str, *, keep: int) -> int:
         # The newest run to delete, read first (MySQL cannot read the table it deletes from).
@@ -98,7 +96,7 @@ class ServerLog:
     ) -> int:
         return self._insert(
             "INSERT INTO event (scope, kind, subject, payload, created_at) VALUES (%s,%s,%s,%s,%s)",
-            (scope.key, kind, subject, dumps(payload), created_at or utc_now()),
+            (scope.key, kind, subject, payload_json(payload), created_at or utc_now()),
             "event_id",
         )
 
@@ -116,11 +114,56 @@ class ServerLog:
             where += " AND created_at >= %s"
             params.append(since)
         rows = self._conn.execute(
-            f"SELECT event_id, scope, kind, subject, created_at, payload FROM event WHERE {where} "
+            f"SELECT {EVENT_COLUMNS} FROM event WHERE {where} "
             "ORDER BY created_at DESC, event_id DESC LIMIT %s",
             (*params, max(1, int(limit))),
         ).fetchall()
-        return [
-            EventRecord(int(r[0]), str(r[1]), str(r[2]), r[3], str(r[4]), json.loads(r[5] or "{}"))
-            for r in rows
-        ]
+        return [event_from_row(r) for r in rows]
+
+
+class ServerMeta:
+    """:class:`~memory_core.storage.ports.MetaRepository` on one server connection."""
+
+    dialect: Dialect
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    @property
+    def _key(self) -> str:
+        return self.dialect.quote("key")  # a keyword on MySQL
+
+    def get(self, key: str) -> str | None:
+        row = self._conn.execute(
+            f"SELECT value FROM meta WHERE {self._key} = %s", (key,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set(self, key: str, value: str) -> None:
+        d = self.dialect
+        self._conn.execute(
+            f"INSERT INTO meta ({self._key}, value) VALUES (%s, %s)"
+            + d.on_duplicate(self._key, f"value = {d.inserted('value')}"),
+            (key, value),
+        )
+
+    def all(self) -> dict[str, str]:
+        return {
+            str(k): str(v)
+            for k, v in self._conn.execute(
+                f"SELECT {self._key}, value FROM meta ORDER BY {self._key}"
+            )
+        }
+
+    def bump(self, key: str) -> int:
+        d = self.dialect
+        sql = f"INSERT INTO meta ({self._key}, value) VALUES (%s, '1')" + d.on_duplicate(
+            self._key, f"value = {d.text_plus_one('meta.value')}"
+        )
+        if d.is_pg:
+            row = self._conn.execute(f"{sql} RETURNING value", (key,)).fetchone()
+            return int(row[0])
+        self._conn.execute(sql, (key,))
+        value = self.get(key)
+        assert value is not None
+        return int(value)

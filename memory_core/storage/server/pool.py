@@ -82,6 +82,10 @@ class ServerPool(Generic[C]):
         """What the callback is given for ``conn`` (a wrapper, type adapters...)."""
         return conn
 
+    def migrate(self, *, create: bool = True) -> list[str]:
+        """Apply the backend's pending schema migrations; the names of those applied."""
+        raise NotImplementedError
+
     # -- connections -----------------------------------------------------------------------
 
     def _take(self) -> C:

@@ -12,6 +12,7 @@ from memory_core.kinds import ItemKind, ResourceKind
 from memory_core.models import NewResource, Resource, utc_now
 from memory_core.scope import Scope
 from memory_core.storage.ports import ResourceTotals, ResourceUpdate
+from memory_core.storage.records import resource_assignments
 from memory_core.storage.server.dialect import Dialect
 from memory_core.storage.server.filter_sql import compile_filter, order_column
 from memory_core.storage.sqlite.resources import RESOURCE_COLUMNS, row_to_resource
@@ -195,26 +196,7 @@ class ServerResources:
         return ResourceTotals(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), row[3])
 
     def update(self, resource_id: int, update: ResourceUpdate) -> bool:
-        columns: list[str] = []
-        params: list[Any] = []
-        for name in ("content_hash", "uri", "mtime", "size", "source"):
-            value = getattr(update, name)
-            if value is not None:
-                columns.append(f"{name} = %s")
-                params.append(value)
-        if update.clear_source:
-            columns.append("source = NULL")
-        if update.tags is not None:
-            columns.append("tags = %s")
-            params.append(json.dumps(list(update.tags), ensure_ascii=False))
-        if update.deleted is not None:
-            columns.append("deleted = %s")
-            params.append(int(update.deleted))
-        if update.metadata is not None:
-            columns.append("metadata = %s")
-            params.append(json.dumps(update.metadata, ensure_ascii=False, sort_keys=True))
-        columns.append("updated_at = %s")
-        params.append(utc_now())
+        columns, params = resource_assignments(update, "%s")
         cursor = self._conn.execute(
             f"UPDATE resource SET {', '.join(columns)} WHERE resource_id = %s",
             (*params, resource_id),

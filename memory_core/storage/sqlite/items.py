@@ -20,6 +20,7 @@ from memory_core.kinds import ItemKind, check_item_kind
 from memory_core.models import Item, ItemUpdate, NewItem, content_hash, utc_now
 from memory_core.scope import Scope
 from memory_core.storage.ports import ItemOrder, ItemTotals
+from memory_core.storage.records import from_signed64, item_assignments, to_signed64
 from memory_core.storage.sqlite.filter_sql import compile_filter, order_column, register_functions
 
 __all__ = [
@@ -51,19 +52,6 @@ ITEM_COLUMNS = (
 )
 _BATCH = 500
 _BANDS = 4
-
-
-def to_signed64(value: int | None) -> int | None:
-    """SQLite integers are signed 64-bit; a 64-bit SimHash is stored in two's complement."""
-    if value is None:
-        return None
-    return value - (1 << 64) if value >= (1 << 63) else value
-
-
-def from_signed64(value: int | None) -> int | None:
-    if value is None:
-        return None
-    return value + (1 << 64) if value < 0 else value
 
 
 def simhash_bands(simhash: int) -> list[tuple[int, int]]:
@@ -367,21 +355,7 @@ class SqliteItems:
         if row is None:
             return False
         scope_key, kind = str(row[0]), str(row[1])
-        columns: list[str] = []
-        params: list[Any] = []
-        for name, value in changes.items():
-            if name == "tags":
-                value = json.dumps(list(value), ensure_ascii=False)
-            elif name == "metadata":
-                value = json.dumps(value, ensure_ascii=False, sort_keys=True)
-            elif name == "pinned":
-                value = int(value)
-            elif name == "simhash":
-                value = to_signed64(value)
-            columns.append(f"{name} = ?")
-            params.append(value)
-        columns.append("updated_at = ?")
-        params.append(utc_now())
+        columns, params = item_assignments(changes, "?")
         self._conn.execute(
             f"UPDATE item SET {', '.join(columns)} WHERE item_id = ?", (*params, item_id)
         )

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_core.models import EventRecord, RunRecord, Tombstone, utc_now
 from memory_core.scope import Scope
+from memory_core.storage.records import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    TOMBSTONE_COLUMNS,
+    event_from_row,
+    payload_json,
+    run_from_row,
+    tombstone_from_row,
+)
 
 __all__ = ["SqliteLog", "SqliteTombstones"]
-
-
-def _json(value: Mapping[str, Any] | None) -> str:
-    return json.dumps(dict(value or {}), ensure_ascii=False, sort_keys=True, default=str)
 
 
 class SqliteLog:
@@ -33,7 +37,7 @@ class SqliteLog:
     ) -> int:
         cursor = self._conn.execute(
             "INSERT INTO run (scope, kind, started_at, took_ms, payload) VALUES (?, ?, ?, ?, ?)",
-            (scope.key, kind, started_at or utc_now(), took_ms, _json(payload)),
+            (scope.key, kind, started_at or utc_now(), took_ms, payload_json(payload)),
         )
         return int(cursor.lastrowid)
 
@@ -43,14 +47,10 @@ class SqliteLog:
             where += f" AND kind IN ({','.join('?' * len(kinds))})"
             params.extend(kinds)
         rows = self._conn.execute(
-            f"SELECT run_id, scope, kind, started_at, took_ms, payload FROM run WHERE {where} "
-            "ORDER BY run_id DESC LIMIT ?",
+            f"SELECT {RUN_COLUMNS} FROM run WHERE {where} ORDER BY run_id DESC LIMIT ?",
             (*params, max(1, int(limit))),
         ).fetchall()
-        return [
-            RunRecord(int(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4], json.loads(r[5] or "{}"))
-            for r in rows
-        ]
+        return [run_from_row(r) for r in rows]
 
     def prune_runs(self, scope: Scope, kind: str, *, keep: int) -> int:
         before = self._conn.total_changes
@@ -73,7 +73,7 @@ class SqliteLog:
     ) -> int:
         cursor = self._conn.execute(
             "INSERT INTO event (scope, kind, subject, payload, created_at) VALUES (?,?,?,?,?)",
-            (scope.key, kind, subject, _json(payload), created_at or utc_now()),
+            (scope.key, kind, subject, payload_json(payload), created_at or utc_now()),
         )
         return int(cursor.lastrowid)
 
@@ -93,14 +93,11 @@ class SqliteLog:
             where += " AND created_at >= ?"
             params.append(since)
         rows = self._conn.execute(
-            f"SELECT event_id, scope, kind, subject, created_at, payload FROM event WHERE {where} "
+            f"SELECT {EVENT_COLUMNS} FROM event WHERE {where} "
             "ORDER BY created_at DESC, event_id DESC LIMIT ?",
             (*params, max(1, int(limit))),
         ).fetchall()
-        return [
-            EventRecord(int(r[0]), str(r[1]), str(r[2]), r[3], str(r[4]), json.loads(r[5] or "{}"))
-            for r in rows
-        ]
+        return [event_from_row(r) for r in rows]
 
 
 class SqliteTombstones:
@@ -121,7 +118,7 @@ class SqliteTombstones:
         cursor = self._conn.execute(
             "INSERT INTO tombstone (scope, kind, uid, deleted_at, expires_at, payload) "
             "VALUES (?,?,?,?,?,?)",
-            (scope.key, kind, uid, utc_now(), expires_at, _json(payload)),
+            (scope.key, kind, uid, utc_now(), expires_at, payload_json(payload)),
         )
         return int(cursor.lastrowid)
 
@@ -135,15 +132,12 @@ class SqliteTombstones:
         for start in range(0, len(unique), 500):
             batch = unique[start : start + 500]
             for r in self._conn.execute(
-                "SELECT tombstone_id, scope, kind, uid, deleted_at, expires_at, payload "
-                "FROM tombstone WHERE scope = ? AND kind = ? "
+                f"SELECT {TOMBSTONE_COLUMNS} FROM tombstone WHERE scope = ? AND kind = ? "
                 f"AND uid IN ({','.join('?' * len(batch))}) "
                 "AND (expires_at IS NULL OR expires_at > ?) ORDER BY tombstone_id",
                 (scope.key, kind, *batch, moment),
             ):
-                found[str(r[3])] = Tombstone(
-                    int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5], json.loads(r[6])
-                )
+                found[str(r[3])] = tombstone_from_row(r)
         return found
 
     def purge(

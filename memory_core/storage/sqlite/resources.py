@@ -12,6 +12,7 @@ from memory_core.kinds import ItemKind, ResourceKind
 from memory_core.models import NewResource, Resource, utc_now
 from memory_core.scope import Scope
 from memory_core.storage.ports import ResourceTotals, ResourceUpdate
+from memory_core.storage.records import resource_assignments
 from memory_core.storage.sqlite.filter_sql import compile_filter, order_column, register_functions
 from memory_core.storage.sqlite.items import delete_items
 
@@ -216,26 +217,7 @@ class SqliteResources:
         return ResourceTotals(int(live or 0), int(deleted or 0), int(size or 0), newest)
 
     def update(self, resource_id: int, update: ResourceUpdate) -> bool:
-        columns: list[str] = []
-        params: list[Any] = []
-        for name in ("content_hash", "uri", "mtime", "size", "source"):
-            value = getattr(update, name)
-            if value is not None:
-                columns.append(f"{name} = ?")
-                params.append(value)
-        if update.clear_source:
-            columns.append("source = NULL")
-        if update.tags is not None:
-            columns.append("tags = ?")
-            params.append(json.dumps(list(update.tags), ensure_ascii=False))
-        if update.deleted is not None:
-            columns.append("deleted = ?")
-            params.append(int(update.deleted))
-        if update.metadata is not None:
-            columns.append("metadata = ?")
-            params.append(json.dumps(update.metadata, ensure_ascii=False, sort_keys=True))
-        columns.append("updated_at = ?")
-        params.append(utc_now())
+        columns, params = resource_assignments(update, "?")
         cursor = self._conn.execute(
             f"UPDATE resource SET {', '.join(columns)} WHERE resource_id = ?",
             (*params, resource_id),
