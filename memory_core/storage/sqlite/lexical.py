@@ -4,7 +4,10 @@ FTS5 ranks on its own (one pass over the posting lists, no row lookups), then th
 are checked against scope, kinds and filter in batches until ``limit`` pass. Joining ``item``
 into the MATCH statement instead lets SQLite scan ``item`` and probe FTS per row, which costs
 seconds at 10k items. The first page is an over-fetch with a LIMIT (FTS5 keeps only the top
-rows); later pages grow fourfold, so a selective filter never starves the result.
+rows); later pages grow fourfold, so a selective filter never starves the result. When a filter
+leaves the first page short, one statement ranks every match with ``CROSS JOIN item`` (FTS5
+drives, each match probes ``item`` by primary key): every OFFSET page would rank all matches
+again.
 """
 
 from __future__ import annotations
@@ -91,9 +94,34 @@ class SqliteLexical:
             hits.extend(ScoredId(int(r[0]), -float(r[1])) for r in rows if int(r[0]) in keep)
             if len(rows) < page:
                 break
+            if compiled is not None:
+                # A selective filter: instead of ranking ever larger pages again (each OFFSET
+                # page re-ranks every match), one statement ranks every match once and
+                # probes item and resource for each by primary key. CROSS JOIN pins FTS5 as
+                # the driver (see the module docstring); 1 % filters at 100k: 2-4x faster.
+                return self._joined(match, scope, kinds, compiled, limit)
             offset += page
             page = min(page * 4, _MAX_PAGE)
         return hits[:limit]
+
+    def _joined(
+        self,
+        match: str,
+        scope: Scope | None,
+        kinds: Sequence[str],
+        compiled: CompiledFilter,
+        limit: int,
+    ) -> list[ScoredId]:
+        where, params = scope_kind_where(scope, kinds)
+        rows = self._conn.execute(
+            "SELECT item_fts.rowid, item_fts.rank FROM item_fts "
+            "CROSS JOIN item ON item.item_id = item_fts.rowid "
+            "LEFT JOIN resource ON resource.resource_id = item.resource_id "
+            f"WHERE item_fts MATCH ? AND {where} AND ({compiled.sql}) "
+            "ORDER BY item_fts.rank, item_fts.rowid LIMIT ?",
+            (match, *params, *compiled.params, limit),
+        ).fetchall()
+        return [ScoredId(int(r[0]), -float(r[1])) for r in rows]
 
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         # Counting walks a term's doclist without ranking or reading rows: well under a
