@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_core.errors import InvalidInputError
+from memory_core.errors import CategoryMissingError, InvalidInputError
 from memory_core.hierarchy.store import Category, HierarchyStore, NewChunk, normalise_category_name
 from memory_core.models import content_hash, stable_id
 
@@ -305,8 +305,8 @@ async def test_chunks_link_only_to_leaf_categories(
     chunk = _chunk(scope, 1, created_at=_ts(1))
     with pytest.raises(InvalidInputError, match="leaf"):
         await store.add_chunks(scope, leaf.parent_id, [chunk])
-    with pytest.raises(InvalidInputError):
-        await store.add_chunks(scope, 10**12, [chunk])
+    with pytest.raises(CategoryMissingError, match="file the chunks again"):
+        await store.add_chunks(scope, 10**12, [chunk])  # ingest refiles against the tree
     with pytest.raises(InvalidInputError):  # a leaf, but of another scope
         await store.add_chunks(other_scope(hierarchy_store_factory), leaf.category_id, [chunk])
     assert await store.add_chunks(scope, leaf.category_id, [chunk])
