@@ -199,20 +199,22 @@ class PostgresLayerStore:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _run(self, work: Callable[[Conn], T], *, write: bool) -> T:
+    def _run(self, work: Callable[[Conn], T], *, write: bool, transaction: bool = True) -> T:
         pinned: Conn | None = getattr(self._local, "conn", None)
         if pinned is not None:
             return work(pinned)
-        return self._db.run_sync(work, write=write)
+        return self._db.run_sync(work, write=write, transaction=transaction)
 
     def _write(self, work: Callable[[Conn], T]) -> T:
         return self._run(work, write=True)
 
     def _read(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[Any]:
-        # binary: vectors arrive as float32 bytes instead of text to parse
+        # One statement: autocommit, no BEGIN / COMMIT round trips. binary: vectors arrive as
+        # float32 bytes instead of text to parse.
         return self._run(
             lambda c: list(c.cursor(binary=binary).execute(sql, list(params)).fetchall()),
             write=False,
+            transaction=False,
         )
 
     def atomically(self, work: Callable[[], T]) -> T:
