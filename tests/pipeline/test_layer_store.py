@@ -103,3 +103,76 @@ def test_any_query_text_is_safe_for_the_lexical_index(store: LayerStore, text: s
     for terms in (query_terms(text), text.split(), [text]):
         hits = store.lexical_search(acme, terms, 5)
         assert all(h[0] in {"i0", "i1"} for h in hits)
+
+
+def test_category_members_are_one_scopes_active_items_of_those_categories(
+    store: LayerStore,
+) -> None:
+    rows = store.items_by_id(["i0", "i1", "i2"])
+    for row, key in zip(rows, ["drinks", "drinks", "drinks"], strict=True):
+        row.category_key = key
+    store.upsert_items(rows)
+    ann = {"org_id": "acme", "user_id": "ann"}
+    (member,) = store.category_members(ann, ["drinks", "food"])
+    assert (member.item_id, member.category_key, member.text) == ("i0", "drinks", rows[0].text)
+    assert member.embedding is not None and member.embedding.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert store.category_members(ann, ["food"]) == []
+    # moved to another category, then superseded: the index follows each write
+    rows[0].category_key = "food"
+    store.upsert_items([rows[0]])
+    assert [m.item_id for m in store.category_members(ann, ["food"])] == ["i0"]
+    assert store.category_members(ann, ["drinks"]) == []
+    rows[0].status = "superseded"
+    store.upsert_items([rows[0]])
+    assert store.category_members(ann, ["food", "drinks"]) == []
+
+
+def test_a_failed_atomic_block_leaves_nothing_on_a_transactional_store(
+    store: LayerStore, backend: str
+) -> None:
+    acme = {"org_id": ("acme",), "user_id": None}
+    store.vector_search(acme, np.eye(4)[3], 1)  # a cached matrix must not keep the write
+    added = ItemRow("i9", {"org_id": "acme", "user_id": "ann"}, "r", "tea", [], 0.5, "stable",
+                    embedding=np.eye(4, dtype=np.float32)[3])  # fmt: skip
+
+    def work() -> None:
+        store.upsert_items([added])
+        assert store.items_by_id(["i9"])  # the block reads its own write
+        raise RuntimeError("step failed after the write")
+
+    with pytest.raises(RuntimeError, match="after the write"):
+        store.atomically(work)
+    if backend == "memory":
+        return  # no transactions: one lock only (the write stays)
+    assert store.items_by_id(["i9"]) == []
+    assert "i9" not in [h[0] for h in store.vector_search(acme, np.eye(4)[3], 3)]
+    store.atomically(lambda: store.upsert_items([added]))
+    assert [h[0] for h in store.vector_search(acme, np.eye(4)[3], 1)] == ["i9"]
+
+
+def test_many_vector_searches_answer_as_one_at_a_time(store: LayerStore) -> None:
+    everyone = {"org_id": ("acme", "evil"), "user_id": None}
+    queries = [np.eye(4)[0], np.eye(4)[2], np.ones(4) / 2]
+    assert store.vector_search_many(everyone, queries, 2) == [
+        store.vector_search(everyone, q, 2) for q in queries
+    ]
+    assert store.vector_search_many(everyone, [], 2) == []
+
+
+def test_sqlite_matrix_follows_another_connections_write(tmp_path: Any) -> None:
+    from memory_core.storage.layer.sqlite import SqliteLayerStore
+
+    first, second = SqliteLayerStore(tmp_path / "l.db"), SqliteLayerStore(tmp_path / "l.db")
+    first.provision(FIELDS, "create")
+    second.provision(FIELDS, "validate")
+    acme = {"org_id": ("acme",), "user_id": None}
+    row = ItemRow("a", {"org_id": "acme", "user_id": "ann"}, "r", "x", [], 0.5, "stable",
+                  embedding=np.eye(4, dtype=np.float32)[0])  # fmt: skip
+    first.upsert_items([row])
+    assert [h[0] for h in first.vector_search(acme, np.eye(4)[1], 5)] == ["a"]
+    other = ItemRow("b", {"org_id": "acme", "user_id": "bob"}, "r", "y", [], 0.5, "stable",
+                    embedding=np.eye(4, dtype=np.float32)[1])  # fmt: skip
+    second.upsert_items([other])
+    assert [h[0] for h in first.vector_search(acme, np.eye(4)[1], 5)] == ["b", "a"]
+    first.close()
+    second.close()

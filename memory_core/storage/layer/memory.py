@@ -12,8 +12,8 @@ import math
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from memory_core.storage.layer.port import (
     DdlMode,
     IntentionRow,
     ItemRow,
+    MemberRow,
     ResourceRow,
     RevisionRow,
     RunRow,
@@ -30,9 +31,11 @@ from memory_core.storage.layer.port import (
     ScopeValues,
     matches,
 )
+from memory_core.storage.layer.vectors import VectorBlock
 
 __all__ = ["InMemoryLayerStore", "bm25_scores", "lexical_tokens"]
 
+T = TypeVar("T")
 _WORD = re.compile(r"\w+")
 _K1 = 1.2
 _B = 0.75
@@ -78,11 +81,15 @@ class InMemoryLayerStore:
         self._fields: tuple[str, ...] | None = None
         self._meta: dict[str, Any] | None = None
         self._resources: dict[str, ResourceRow] = {}
+        # (scope, content hash, revision) -> resource id: find_resource without a scan
+        self._resource_keys: dict[tuple[Any, str, int], str] = {}
         self._items: dict[str, ItemRow] = {}
         # item ids per scope key, so a selector visits its scopes, not every item
         self._by_scope: dict[tuple[str, ...], dict[str, None]] = defaultdict(dict)
+        # active item ids per (scope key, category key): a category refresh reads its members
+        self._by_category: dict[tuple[tuple[str, ...], str], dict[str, None]] = defaultdict(dict)
         # one growing matrix per selector searched, kept current by upsert_items
-        self._vectors: dict[Any, tuple[ScopeFilter, _VectorBlock]] = {}
+        self._vectors: dict[Any, tuple[ScopeFilter, VectorBlock]] = {}
         self._postings: dict[str, set[str]] = defaultdict(set)
         self._counts: dict[str, dict[str, int]] = {}
         self._lengths: dict[str, int] = {}
@@ -118,18 +125,21 @@ class InMemoryLayerStore:
         self, scope: ScopeValues, content_hash: str, revision: int
     ) -> ResourceRow | None:
         with self._lock:
-            for row in self._resources.values():
-                if (
-                    row.scope == scope
-                    and row.content_hash == content_hash
-                    and row.pipeline_revision == revision
-                ):
-                    return copy.deepcopy(row)
-            return None
+            found = self._resource_keys.get(_resource_key(scope, content_hash, revision))
+            return None if found is None else copy.deepcopy(self._resources[found])
 
     def add_resource(self, row: ResourceRow) -> None:
         with self._lock:
+            previous = self._resources.get(row.resource_id)
+            if previous is not None:
+                old = _resource_key(
+                    previous.scope, previous.content_hash, previous.pipeline_revision
+                )
+                if self._resource_keys.get(old) == row.resource_id:
+                    del self._resource_keys[old]
             self._resources[row.resource_id] = copy.deepcopy(row)
+            key = _resource_key(row.scope, row.content_hash, row.pipeline_revision)
+            self._resource_keys.setdefault(key, row.resource_id)
 
     def _in_scope(self, selector: ScopeFilter, status: str | None = "active") -> list[ItemRow]:
         assert self._fields is not None
@@ -153,7 +163,10 @@ class InMemoryLayerStore:
                 self._unindex(row.item_id)
                 stored = _copy_item(row)
                 self._items[row.item_id] = stored
-                self._by_scope[self._key(stored.scope)][row.item_id] = None
+                key = self._key(stored.scope)
+                self._by_scope[key][row.item_id] = None
+                if stored.status == "active" and stored.category_key is not None:
+                    self._by_category[(key, stored.category_key)][row.item_id] = None
                 if stored.status == "active":
                     tokens = lexical_tokens(stored.text)
                     counts: dict[str, int] = defaultdict(int)
@@ -164,6 +177,11 @@ class InMemoryLayerStore:
                     self._lengths[row.item_id] = len(tokens)
 
     def _unindex(self, item_id: str) -> None:
+        old = self._items.get(item_id)
+        if old is not None and old.category_key is not None:
+            members = self._by_category.get((self._key(old.scope), old.category_key))
+            if members is not None:
+                members.pop(item_id, None)
         for token in self._counts.pop(item_id, {}):
             self._postings[token].discard(item_id)
         self._lengths.pop(item_id, None)
@@ -194,6 +212,21 @@ class InMemoryLayerStore:
         with self._lock:
             return len(self._in_scope(selector))
 
+    def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
+        with self._lock:
+            key = self._key(scope)
+            rows = [
+                self._items[i]
+                for category in dict.fromkeys(keys)
+                for i in self._by_category.get((key, category), {})
+            ]
+            rows.sort(key=lambda r: (r.created_at, r.item_id))
+            # vectors are never changed in place (see _copy_item), so they are shared
+            return [
+                MemberRow(r.item_id, str(r.category_key), r.text, r.confidence, r.embedding)
+                for r in rows
+            ]
+
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int
     ) -> list[tuple[str, float]]:
@@ -203,7 +236,7 @@ class InMemoryLayerStore:
         with self._lock:
             cached = self._vectors.get(key)
             if cached is None:
-                block = _VectorBlock(len(vector))
+                block = VectorBlock(len(vector))
                 for row in self._in_scope(selector):
                     if row.embedding is not None:
                         block.put(row.item_id, np.asarray(row.embedding, dtype=np.float32))
@@ -221,6 +254,12 @@ class InMemoryLayerStore:
             else:
                 top = np.argsort(-scores, kind="stable")
             return [(ids[i], float(scores[i])) for i in top]
+
+    def vector_search_many(
+        self, selector: ScopeFilter, vectors: Sequence[np.ndarray], k: int
+    ) -> list[list[tuple[str, float]]]:
+        with self._lock:
+            return [self.vector_search(selector, v, k) for v in vectors]
 
     def lexical_search(
         self, selector: ScopeFilter, terms: Sequence[str], k: int
@@ -283,47 +322,32 @@ class InMemoryLayerStore:
         with self._lock:
             return copy.deepcopy(self._runs[-limit:][::-1])
 
+    def atomically(self, work: Callable[[], T]) -> T:
+        # one lock: no other thread sees the store half way (nothing to roll back to)
+        with self._lock:
+            return work()
+
     def close(self) -> None:
         return None
+
+
+def _resource_key(scope: ScopeValues, content_hash: str, revision: int) -> tuple[Any, str, int]:
+    return tuple(sorted(scope.items())), content_hash, revision
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (what evidence holds), several times cheaper than
+    :func:`copy.deepcopy`; anything else is handed to deepcopy."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return copy.deepcopy(value)
 
 
 def _copy_item(row: ItemRow) -> ItemRow:
     # Rows are handed out mutable: copy what callers may change in place; vectors are never
     # changed in place, so they are shared.
-    return dataclasses.replace(row, scope=dict(row.scope), evidence=copy.deepcopy(row.evidence))
-
-
-class _VectorBlock:
-    """The vectors of one selector in insertion order, in a buffer that grows by doubling:
-    a write appends or overwrites one row instead of rebuilding the matrix."""
-
-    def __init__(self, dim: int) -> None:
-        self._ids: list[str] = []
-        self._row: dict[str, int] = {}
-        self._buffer = np.zeros((16, dim), dtype=np.float32)
-
-    def put(self, item_id: str, vector: np.ndarray) -> None:
-        at = self._row.get(item_id)
-        if at is None:
-            at = len(self._ids)
-            if at == len(self._buffer):
-                grown = np.zeros((2 * at, self._buffer.shape[1]), dtype=np.float32)
-                grown[:at] = self._buffer
-                self._buffer = grown
-            self._ids.append(item_id)
-            self._row[item_id] = at
-        self._buffer[at] = vector
-
-    def drop(self, item_id: str) -> None:
-        at = self._row.pop(item_id, None)
-        if at is None:
-            return
-        n = len(self._ids)
-        self._buffer[at : n - 1] = self._buffer[at + 1 : n]
-        del self._ids[at]
-        for moved in self._ids[at:]:
-            self._row[moved] -= 1
-
-    def view(self) -> tuple[list[str], np.ndarray]:
-        """The ids and their vectors, a slice of the buffer: use it under the store's lock."""
-        return self._ids, self._buffer[: len(self._ids)]
+    return dataclasses.replace(row, scope=dict(row.scope), evidence=_copy_json(row.evidence))

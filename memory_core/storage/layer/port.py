@@ -9,9 +9,9 @@ only compiles it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,7 @@ __all__ = [
     "IntentionRow",
     "ItemRow",
     "LayerStore",
+    "MemberRow",
     "ResourceRow",
     "RevisionRow",
     "RunRow",
@@ -30,6 +31,7 @@ __all__ = [
     "matches",
 ]
 
+T = TypeVar("T")
 DdlMode = Literal["create", "validate"]
 ScopeValues = dict[str, str]
 ScopeFilter = Mapping[str, tuple[str, ...] | None]
@@ -82,6 +84,17 @@ class ItemRow:
     embedding: np.ndarray | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class MemberRow:
+    """What a category refresh reads of an item: no evidence, nothing to copy."""
+
+    item_id: str
+    category_key: str
+    text: str
+    confidence: float
+    embedding: np.ndarray | None
 
 
 @dataclass
@@ -164,9 +177,21 @@ class LayerStore(Protocol):
 
     def count_items(self, selector: ScopeFilter) -> int: ...
 
+    def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
+        """The active items of one scope in categories ``keys``, oldest first (as :meth:`items`
+        orders them), without their evidence: what a category refresh needs, read per call."""
+        ...
+
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int
     ) -> list[tuple[str, float]]: ...
+
+    def vector_search_many(
+        self, selector: ScopeFilter, vectors: Sequence[np.ndarray], k: int
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`vector_search` for each of ``vectors`` over one state of the store (one
+        read on a server backend instead of one per vector)."""
+        ...
 
     def lexical_search(
         self, selector: ScopeFilter, terms: Sequence[str], k: int
@@ -187,5 +212,10 @@ class LayerStore(Protocol):
     def add_run(self, row: RunRow) -> None: ...
 
     def runs(self, limit: int = 50) -> list[RunRow]: ...
+
+    def atomically(self, work: Callable[[], T]) -> T:
+        """``work()``, whose calls on this store form one transaction (a server backend may
+        run ``work`` again after a deadlock, so it must have no effect outside the store)."""
+        ...
 
     def close(self) -> None: ...

@@ -14,7 +14,8 @@ with them. Items carry:
   them, under a GIN index. Search is Okapi BM25 in SQL with the in-memory store's formula and
   its statistics taken over the selector's scope range (no other scope moves a score).
 
-Each call is one transaction on a pooled connection (:class:`PgDatabase`: reconnects after a
+Each call is one transaction on a pooled connection, or part of the caller's one transaction
+inside :meth:`PostgresLayerStore.atomically` (:class:`PgDatabase`: reconnects after a
 drop, retries a deadlock); provisioning holds an advisory lock so two processes opening a fresh
 database do not both create the tables.
 """
@@ -22,6 +23,7 @@ database do not both create the tables.
 from __future__ import annotations
 
 import json
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -37,6 +39,7 @@ from memory_core.storage.layer.port import (
     DdlMode,
     IntentionRow,
     ItemRow,
+    MemberRow,
     ResourceRow,
     RevisionRow,
     RunRow,
@@ -170,6 +173,7 @@ class PostgresLayerStore:
         self._fields: tuple[str, ...] = ()
         self._dimension: int | None = None
         self.exact_below = exact_below  # scope ranges with fewer vectors are scored exactly
+        self._local = threading.local()  # the connection of this thread's atomically() block
 
     @property
     def location(self) -> str:
@@ -178,13 +182,45 @@ class PostgresLayerStore:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _write(self, work: Callable[[Conn], T]) -> T:
-        return self._db.run_sync(work, write=True)
+    def _run(self, work: Callable[[Conn], T], *, write: bool, transaction: bool = True) -> T:
+        pinned: Conn | None = getattr(self._local, "conn", None)
+        if pinned is not None:
+            return work(pinned)
+        return self._db.run_sync(work, write=write, transaction=transaction)
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._db.run_sync(
-            lambda c: list(c.execute(sql, list(params)).fetchall()), write=False
+    def _write(self, work: Callable[[Conn], T]) -> T:
+        return self._run(work, write=True)
+
+    def _read(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[Any]:
+        # One statement: autocommit, no BEGIN / COMMIT round trips. binary: vectors arrive as
+        # float32 bytes instead of text to parse.
+        return self._run(
+            lambda c: list(c.cursor(binary=binary).execute(sql, list(params)).fetchall()),
+            write=False,
+            transaction=False,
         )
+
+    def atomically(self, work: Callable[[], T]) -> T:
+        """``work()`` with every call it makes on this store in one transaction on one
+        connection (rerun whole on a deadlock or a dropped connection; nested calls join)."""
+        if getattr(self._local, "conn", None) is not None:
+            return work()
+
+        before = self._dimension
+
+        def body(conn: Conn) -> T:
+            self._dimension = before  # a rerun after a rollback starts where the first did
+            self._local.conn = conn
+            try:
+                return work()
+            finally:
+                self._local.conn = None
+
+        try:
+            return self._db.run_sync(body, write=True)
+        except BaseException:
+            self._dimension = before  # a rolled-back first vector did not fix the column
+            raise
 
     def _regclass(self, name: str) -> bool:
         rows = self._read("SELECT to_regclass(%s) IS NOT NULL", [name])
@@ -374,7 +410,7 @@ class PostgresLayerStore:
         query += " ORDER BY created_at, item_id"
         if limit is not None:
             query += f" LIMIT {int(limit)}"
-        return [self._item(r) for r in self._read(query, params)]
+        return [self._item(r) for r in self._read(query, params, binary=True)]
 
     def items_by_id(self, item_ids: Sequence[str]) -> list[ItemRow]:
         if not item_ids:
@@ -384,7 +420,9 @@ class PostgresLayerStore:
             for row in (
                 self._item(r)
                 for r in self._read(
-                    f"{self._item_select()} WHERE item_id = ANY(%s::text[])", [list(item_ids)]
+                    f"{self._item_select()} WHERE item_id = ANY(%s::text[])",
+                    [list(item_ids)],
+                    binary=True,
                 )
             )
         }
@@ -397,16 +435,40 @@ class PostgresLayerStore:
         )
         return int(rows[0][0])
 
+    def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
+        if not keys:
+            return []
+        where, params = pg_scope_where({f: (scope[f],) for f in self._fields})
+        rows = self._read(
+            "SELECT item_id, category_key, text, confidence, embedding FROM layer_item "
+            f"WHERE {where} AND category_key = ANY(%s::text[]) AND status = 'active' "
+            "ORDER BY created_at, item_id",
+            [*params, list(keys)],
+            binary=True,
+        )
+        return [
+            MemberRow(
+                str(r[0]), str(r[1]), r[2], r[3],
+                None if r[4] is None else np.asarray(r[4], dtype=np.float32),
+            )
+            for r in rows
+        ]  # fmt: skip
+
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int
     ) -> list[tuple[str, float]]:
-        if k <= 0 or self._dimension is None:
-            return []
-        query = self._vector(vector)
+        return self.vector_search_many(selector, [vector], k)[0]
+
+    def vector_search_many(
+        self, selector: ScopeFilter, vectors: Sequence[np.ndarray], k: int
+    ) -> list[list[tuple[str, float]]]:
+        if k <= 0 or self._dimension is None or not vectors:
+            return [[] for _ in vectors]
+        queries = [self._vector(v) for v in vectors]
         where, params = pg_scope_where(selector)
         source = f"FROM layer_item WHERE {where} AND status = 'active' AND embedding IS NOT NULL"
 
-        def search(conn: Conn) -> list[Any]:
+        def search(conn: Conn) -> list[list[Any]]:
             row = conn.execute(
                 f"SELECT count(*) FROM (SELECT 1 {source} LIMIT {int(self.exact_below)}) AS m",
                 params,
@@ -417,23 +479,32 @@ class PostgresLayerStore:
                     "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; "
                     f"SET LOCAL hnsw.ef_search = {max(_EF_SEARCH, min(1000, 4 * int(k)))}"
                 )
-                rows = conn.execute(
-                    f"SELECT item_id, embedding <#> %s AS distance {source} "
-                    "ORDER BY embedding <#> %s LIMIT %s",
-                    (query, *params, query, int(k)),
-                ).fetchall()
-                if len(rows) >= k:
-                    return rows
-            # ``+ 0`` keeps the planner off the HNSW index: every row of the range is scored.
-            return conn.execute(
-                f"SELECT item_id, (embedding <#> %s) + 0 AS distance {source} "
-                "ORDER BY distance, item_id LIMIT %s",
-                (query, *params, int(k)),
-            ).fetchall()
+            found = []
+            for query in queries:
+                if not exact:
+                    rows = conn.execute(
+                        f"SELECT item_id, embedding <#> %s AS distance {source} "
+                        "ORDER BY embedding <#> %s LIMIT %s",
+                        (query, *params, query, int(k)),
+                    ).fetchall()
+                    if len(rows) >= k:
+                        found.append(rows)
+                        continue
+                # ``+ 0`` keeps the planner off the HNSW index: every row of the range is scored.
+                found.append(
+                    conn.execute(
+                        f"SELECT item_id, (embedding <#> %s) + 0 AS distance {source} "
+                        "ORDER BY distance, item_id LIMIT %s",
+                        (query, *params, int(k)),
+                    ).fetchall()
+                )
+            return found
 
-        rows = self._db.run_sync(search, write=False)
-        ranked = sorted((float(r[1]), str(r[0])) for r in rows)
-        return [(item_id, -distance) for distance, item_id in ranked]
+        out = []
+        for rows in self._run(search, write=False):
+            ranked = sorted((float(r[1]), str(r[0])) for r in rows)
+            out.append([(item_id, -distance) for distance, item_id in ranked])
+        return out
 
     def lexical_search(
         self, selector: ScopeFilter, terms: Sequence[str], k: int

@@ -3,8 +3,9 @@
 Every core table gets the user's scope fields, in order, as ``TEXT NOT NULL`` columns, and every
 composite index starts with them. Item text is indexed by an external-content FTS5 table (kept
 in step by hand: FTS5 does not follow its content table). Vectors are float32 blobs compared by
-brute force in numpy, functional rather than fast (§11.2); the matrix of a scope range is cached
-until this or another connection writes (``PRAGMA data_version``).
+brute force in numpy (§11.2); the matrix of a scope range is cached and kept current row by
+row by this store's own writes, and rebuilt when another connection writes
+(``PRAGMA data_version``).
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ from memory_core.storage.layer.port import (
     DdlMode,
     IntentionRow,
     ItemRow,
+    MemberRow,
     ResourceRow,
     RevisionRow,
     RunRow,
     ScopeFilter,
     ScopeValues,
+    matches,
 )
 from memory_core.storage.layer.sql_common import quote_ident as _q
+from memory_core.storage.layer.vectors import VectorBlock
 from memory_core.storage.sqlite.driver import select_driver
 from memory_core.storage.sqlite.fts import match_expression
 
@@ -101,20 +105,41 @@ class SqliteLayerStore:
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never torn
         self._lock = threading.RLock()
+        self._in_transaction = False  # an atomically() block holds the lock and a transaction
         self._fields: tuple[str, ...] = ()
-        self._generation = 0
-        self._matrix_cache: dict[Any, tuple[Any, list[str], np.ndarray]] = {}
+        # selector -> (data_version when read, selector, its vectors); this store's writes
+        # update the blocks in place, another connection's write (data_version) drops them
+        self._matrix_cache: dict[Any, tuple[int, ScopeFilter, VectorBlock]] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
 
     def _write(self, work: Callable[[Any], T]) -> T:
         with self._lock:
+            if self._in_transaction:
+                return work(self._conn)  # inside atomically(): its transaction
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 result = work(self._conn)
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+            self._conn.execute("COMMIT")
+            return result
+
+    def atomically(self, work: Callable[[], T]) -> T:
+        with self._lock:
+            if self._in_transaction:
+                return work()
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
+            try:
+                result = work()
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                self._matrix_cache.clear()  # they took writes that are rolled back
+                raise
+            finally:
+                self._in_transaction = False
             self._conn.execute("COMMIT")
             return result
 
@@ -232,7 +257,13 @@ class SqliteLayerStore:
 
         with self._lock:
             self._write(work)
-            self._generation += 1  # item vectors changed: drop cached matrices
+            for _, selector, block in self._matrix_cache.values():
+                for row in rows:
+                    live = row.status == "active" and row.embedding is not None
+                    if live and matches(row.scope, selector):
+                        block.put(row.item_id, np.asarray(row.embedding, dtype=np.float32))
+                    else:
+                        block.drop(row.item_id)
 
     def _item_select(self) -> str:
         return f"SELECT {self._cols()}, {sql.ITEM_COLUMNS} FROM layer_item"
@@ -281,6 +312,23 @@ class SqliteLayerStore:
         )
         return int(rows[0][0])
 
+    def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
+        if not keys:
+            return []
+        where, params = scope_where({f: (scope[f],) for f in self._fields})
+        rows = self._read(
+            "SELECT item_id, category_key, text, confidence, embedding FROM layer_item "
+            f"WHERE {where} AND category_key IN ({', '.join('?' * len(keys))}) "
+            "AND status = 'active' ORDER BY created_at, item_id",
+            [*params, *keys],
+        )
+        return [
+            MemberRow(
+                r[0], r[1], r[2], r[3], None if r[4] is None else np.frombuffer(r[4], np.float32)
+            )
+            for r in rows
+        ]
+
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int
     ) -> list[tuple[str, float]]:
@@ -288,7 +336,7 @@ class SqliteLayerStore:
             return []
         key = tuple(sorted((n, v) for n, v in selector.items()))
         with self._lock:
-            version = (self._generation, self._read("PRAGMA data_version")[0][0])
+            version = int(self._read("PRAGMA data_version")[0][0])
             cached = self._matrix_cache.get(key)
             if cached is None or cached[0] != version:
                 where, params = scope_where(selector)
@@ -297,22 +345,29 @@ class SqliteLayerStore:
                     "AND status = 'active' AND embedding IS NOT NULL",
                     params,
                 )
-                ids = [r[0] for r in rows]
-                matrix = (
-                    np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-                    if rows
-                    else np.zeros((0, len(vector)), dtype=np.float32)
-                )
+                block = VectorBlock(len(vector))
+                for item_id, blob in rows:
+                    block.put(item_id, np.frombuffer(blob, dtype=np.float32))
                 if len(self._matrix_cache) > 32:
                     self._matrix_cache.clear()
-                cached = (version, ids, matrix)
+                cached = (version, dict(selector), block)
                 self._matrix_cache[key] = cached
-        _, ids, matrix = cached
-        if not ids:
-            return []
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
-        top = np.argsort(-scores, kind="stable")[:k]
-        return [(ids[i], float(scores[i])) for i in top]
+            ids, matrix = cached[2].view()
+            if not ids:
+                return []
+            scores = matrix @ np.asarray(vector, dtype=np.float32)
+            if k < len(ids):
+                part = np.argpartition(-scores, k - 1)[:k]
+                top = part[np.argsort(-scores[part], kind="stable")]
+            else:
+                top = np.argsort(-scores, kind="stable")
+            return [(ids[i], float(scores[i])) for i in top]
+
+    def vector_search_many(
+        self, selector: ScopeFilter, vectors: Sequence[np.ndarray], k: int
+    ) -> list[list[tuple[str, float]]]:
+        with self._lock:
+            return [self.vector_search(selector, v, k) for v in vectors]
 
     def lexical_search(
         self, selector: ScopeFilter, terms: Sequence[str], k: int

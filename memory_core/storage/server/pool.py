@@ -122,21 +122,32 @@ class ServerPool(Generic[C]):
 
     # -- running callbacks -----------------------------------------------------------------
 
-    def run_sync(self, fn: Callable[[Any], T], *, write: bool, snapshot: bool = True) -> T:
-        """``fn(conn)`` in one transaction (read-only, one snapshot, unless ``write``)."""
+    def run_sync(
+        self,
+        fn: Callable[[Any], T],
+        *,
+        write: bool,
+        snapshot: bool = True,
+        transaction: bool = True,
+    ) -> T:
+        """``fn(conn)`` in one transaction (read-only, one snapshot, unless ``write``);
+        ``transaction=False`` runs it in autocommit (one statement is atomic on its own, and
+        saves the two round trips of BEGIN and COMMIT)."""
         attempt = 0
         while True:
             conn = self._take()
             try:
                 prepared = self._prepare(conn)
-                self._begin(conn, write=write, snapshot=snapshot)
+                if transaction:
+                    self._begin(conn, write=write, snapshot=snapshot)
                 try:
                     result = fn(prepared)
                 except BaseException:
-                    if self._usable(conn):
+                    if transaction and self._usable(conn):
                         self._end(conn, commit=False)
                     raise
-                self._end(conn, commit=True)
+                if transaction:
+                    self._end(conn, commit=True)
                 self._give_back(conn)
                 return result
             except MemoirError:

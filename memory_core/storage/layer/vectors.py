@@ -1,0 +1,47 @@
+"""Brute-force vectors kept in memory by the in-memory and SQLite layer stores: one growing
+matrix per selector searched, updated row by row as items are written."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["VectorBlock"]
+
+
+class VectorBlock:
+    """The vectors of one selector in insertion order, in a buffer that grows by doubling:
+    a write appends or overwrites one row instead of rebuilding the matrix."""
+
+    def __init__(self, dim: int) -> None:
+        self._ids: list[str] = []
+        self._row: dict[str, int] = {}
+        self._buffer = np.zeros((16, dim), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def put(self, item_id: str, vector: np.ndarray) -> None:
+        at = self._row.get(item_id)
+        if at is None:
+            at = len(self._ids)
+            if at == len(self._buffer):
+                grown = np.zeros((2 * at, self._buffer.shape[1]), dtype=np.float32)
+                grown[:at] = self._buffer
+                self._buffer = grown
+            self._ids.append(item_id)
+            self._row[item_id] = at
+        self._buffer[at] = vector
+
+    def drop(self, item_id: str) -> None:
+        at = self._row.pop(item_id, None)
+        if at is None:
+            return
+        n = len(self._ids)
+        self._buffer[at : n - 1] = self._buffer[at + 1 : n]
+        del self._ids[at]
+        for moved in self._ids[at:]:
+            self._row[moved] -= 1
+
+    def view(self) -> tuple[list[str], np.ndarray]:
+        """The ids and their vectors, a slice of the buffer: use it under the owner's lock."""
+        return self._ids, self._buffer[: len(self._ids)]
