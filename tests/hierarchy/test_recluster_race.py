@@ -42,6 +42,7 @@ pytestmark = pytest.mark.anyio
 RACE_BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
 ]
 
 
@@ -236,3 +237,70 @@ async def test_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
         assert len(outcome) == 1 and isinstance(outcome[0], CategoryMissingError), outcome
     finally:
         other.close()
+
+
+@pytest.mark.mysql
+async def test_on_mysql_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
+    two_processes: Callable[..., Awaitable[list[Memoir]]],
+) -> None:
+    """The same narrow window on MySQL/MariaDB: the insert waits on the deleted leaf's row
+    lock, then fails its foreign key (1452); the transaction runs again and reports the
+    category missing (the ingest files the chunk again), not a storage error."""
+    import anyio
+
+    from memory_core.errors import CategoryMissingError
+    from memory_core.hierarchy.store import NewChunk
+
+    try:
+        from conftest_backends import admin_connection
+    except ImportError:  # pragma: no cover - tests/hierarchy became a package
+        from hierarchy.conftest_backends import admin_connection  # type: ignore[no-redef]
+
+    (memoir, _) = await two_processes("mysql")
+    scope = "project:/tmp/fk-race-mysql"
+    store = await memoir.hierarchy.store()
+    parent = None
+    for level in range(1, store.depth + 1):
+        parent = await store.create_category(
+            scope, parent_id=None if parent is None else parent.category_id, level=level, name="x"
+        )
+    assert parent is not None
+    leaf = parent.category_id
+    chunk = NewChunk(
+        uid="u-fk-my", text="a chunk", token_count=2, content_hash="h-fk-my", created_at=""
+    )
+    assert isinstance(store, PortHierarchyStore)
+    other = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
+    watcher = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
+    try:
+        with other.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("DELETE FROM category WHERE category_id = %s", (leaf,))
+        outcome: list[Exception | None] = []
+
+        async def write() -> None:
+            try:
+                await store.add_chunks(scope, leaf, [chunk])
+                outcome.append(None)
+            except Exception as exc:  # the outcome is what the test asserts
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write)
+            with anyio.fail_after(30):  # the insert waits on the deleted row's lock
+                while True:
+                    with watcher.cursor() as cur:
+                        cur.execute(
+                            "SELECT count(*) FROM information_schema.processlist "
+                            "WHERE info LIKE 'INSERT%%INTO item %%' AND state = 'Update'"
+                        )
+                        if cur.fetchone()[0]:
+                            break
+                    await anyio.sleep(0.02)
+                await anyio.sleep(0.2)  # inside the lock wait, not merely started
+            with other.cursor() as cur:
+                cur.execute("COMMIT")
+        assert len(outcome) == 1 and isinstance(outcome[0], CategoryMissingError), outcome
+    finally:
+        other.close()
+        watcher.close()

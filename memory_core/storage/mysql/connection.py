@@ -19,8 +19,10 @@ from memory_core.storage.url import DatabaseURL
 __all__ = ["RETRY_TXN", "connection_help", "error_code", "statement_error"]
 
 # Server error codes that mean "run the transaction again": 1213 deadlock, 1205 lock wait
-# timeout. (A dropped connection shows as the connection no longer being open.)
-RETRY_TXN = frozenset({1213, 1205})
+# timeout, 1451 / 1452 a foreign key broken by a concurrent commit (a re-clustering removed a
+# category while an ingest filed into it: run again, the ingest sees it missing and refiles).
+# (A dropped connection shows as the connection no longer being open.)
+RETRY_TXN = frozenset({1213, 1205, 1451, 1452})
 _BAD_DATABASE = 1049
 _ACCESS_DENIED = frozenset({1044, 1045, 1698})
 

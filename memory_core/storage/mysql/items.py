@@ -61,8 +61,13 @@ class MyItems(ServerItems):
     def _insert_rows(self, rows: list[tuple[Any, ...]]) -> dict[int, int]:
         new: dict[int, int] = {}
         for index, row in enumerate(rows):
+            # Only a duplicate uid is skipped (a no-op update, 0 rows affected): INSERT IGNORE
+            # would also swallow a foreign-key failure (a category deleted meanwhile), and the
+            # item would silently not exist.
             cursor = self._conn.execute(
-                f"INSERT IGNORE INTO {INSERT_COLUMNS} VALUES {INSERT_MARKS}", row
+                f"INSERT INTO {INSERT_COLUMNS} VALUES {INSERT_MARKS} "
+                "ON DUPLICATE KEY UPDATE item_id = item_id",
+                row,
             )
             if cursor.rowcount == 1:
                 new[index] = int(cursor.lastrowid)
