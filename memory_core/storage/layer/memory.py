@@ -244,16 +244,7 @@ class InMemoryLayerStore:
                     self._vectors.pop(next(iter(self._vectors)))
                 cached = (dict(selector), block)
                 self._vectors[key] = cached
-            ids, matrix = cached[1].view()
-            if not ids:
-                return []
-            scores = matrix @ np.asarray(vector, dtype=np.float32)
-            if k < len(ids):
-                part = np.argpartition(-scores, k - 1)[:k]
-                top = part[np.argsort(-scores[part], kind="stable")]
-            else:
-                top = np.argsort(-scores, kind="stable")
-            return [(ids[i], float(scores[i])) for i in top]
+            return cached[1].top(vector, k)
 
     def vector_search_many(
         self, selector: ScopeFilter, vectors: Sequence[np.ndarray], k: int

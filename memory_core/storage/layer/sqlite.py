@@ -352,16 +352,7 @@ class SqliteLayerStore:
                     self._matrix_cache.clear()
                 cached = (version, dict(selector), block)
                 self._matrix_cache[key] = cached
-            ids, matrix = cached[2].view()
-            if not ids:
-                return []
-            scores = matrix @ np.asarray(vector, dtype=np.float32)
-            if k < len(ids):
-                part = np.argpartition(-scores, k - 1)[:k]
-                top = part[np.argsort(-scores[part], kind="stable")]
-            else:
-                top = np.argsort(-scores, kind="stable")
-            return [(ids[i], float(scores[i])) for i in top]
+            return cached[2].top(vector, k)
 
     def vector_search_many(
         self, selector: ScopeFilter, vectors: Sequence[np.ndarray], k: int

@@ -42,6 +42,16 @@ class VectorBlock:
         for moved in self._ids[at:]:
             self._row[moved] -= 1
 
-    def view(self) -> tuple[list[str], np.ndarray]:
-        """The ids and their vectors, a slice of the buffer: use it under the owner's lock."""
-        return self._ids, self._buffer[: len(self._ids)]
+    def top(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best ids by inner product with ``vector``, best first (ties in insertion
+        order). Call it under the owner's lock."""
+        ids, matrix = self._ids, self._buffer[: len(self._ids)]
+        if not ids:
+            return []
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        if k < len(ids):
+            part = np.argpartition(-scores, k - 1)[:k]
+            top = part[np.argsort(-scores[part], kind="stable")]
+        else:
+            top = np.argsort(-scores, kind="stable")
+        return [(ids[i], float(scores[i])) for i in top]
