@@ -304,3 +304,62 @@ async def test_on_mysql_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as
     finally:
         other.close()
         watcher.close()
+
+
+@pytest.mark.mysql
+async def test_on_mysql_a_subcategory_whose_parent_is_deleted_meanwhile_is_refused(
+    two_processes: Callable[..., Awaitable[list[Memoir]]],
+) -> None:
+    """A child category created while another connection deletes its parent: the insert
+    waits on the parent's row lock, then fails its foreign key; the transaction runs again
+    and says the parent does not exist (as on PostgreSQL). ``INSERT IGNORE`` used to turn
+    the foreign-key failure into a warning: no row, and an ``AssertionError`` after it."""
+    import anyio
+
+    from memory_core.errors import InvalidInputError
+
+    try:
+        from conftest_backends import admin_connection
+    except ImportError:  # pragma: no cover - tests/hierarchy became a package
+        from hierarchy.conftest_backends import admin_connection  # type: ignore[no-redef]
+
+    (memoir, _) = await two_processes("mysql")
+    scope = "project:/tmp/fk-parent-mysql"
+    store = await memoir.hierarchy.store()
+    top = await store.create_category(scope, parent_id=None, level=1, name="top")
+    assert isinstance(store, PortHierarchyStore)
+    other = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
+    watcher = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
+    try:
+        with other.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("DELETE FROM category WHERE category_id = %s", (top.category_id,))
+        outcome: list[Exception | None] = []
+
+        async def create_child() -> None:
+            try:
+                await store.create_category(scope, parent_id=top.category_id, level=2, name="child")
+                outcome.append(None)
+            except Exception as exc:  # the outcome is what the test asserts
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(create_child)
+            with anyio.fail_after(30):  # the insert waits on the deleted parent's lock
+                while True:
+                    with watcher.cursor() as cur:
+                        cur.execute(
+                            "SELECT count(*) FROM information_schema.processlist "
+                            "WHERE info LIKE 'INSERT%%INTO category %%' AND state = 'Update'"
+                        )
+                        if cur.fetchone()[0]:
+                            break
+                    await anyio.sleep(0.02)
+                await anyio.sleep(0.2)  # inside the lock wait, not merely started
+            with other.cursor() as cur:
+                cur.execute("COMMIT")
+        assert len(outcome) == 1 and isinstance(outcome[0], InvalidInputError), outcome
+        assert "does not exist" in str(outcome[0])
+    finally:
+        other.close()
+        watcher.close()

@@ -85,7 +85,8 @@ class ServerCategories:
         check_level_parent(scope, level, parent_id, parent)
         norm = normalise_category_name(shown)
         head, tail = self.dialect.insert_ignore(
-            "category (scope, parent_id, level, name, norm_name, summary, created_at, metadata)"
+            "category (scope, parent_id, level, name, norm_name, summary, created_at, metadata)",
+            "category_id",
         )
         self._conn.execute(
             f"{head} VALUES (%s, %s, %s, %s, %s, %s, %s, %s){tail}",

@@ -51,12 +51,17 @@ class Dialect:
             return f"{column} = ANY(%s)", [list(values)]
         return f"{column} IN %s", [tuple(values)]
 
-    def insert_ignore(self, head: str) -> tuple[str, str]:
+    def insert_ignore(self, head: str, key: str) -> tuple[str, str]:
         """``INSERT INTO table (…)`` that skips a row colliding with a unique key: the
-        statement's start and end (``ON CONFLICT DO NOTHING`` / ``INSERT IGNORE``)."""
+        statement's start and end (``ON CONFLICT DO NOTHING`` / a no-op ``ON DUPLICATE KEY
+        UPDATE key = key``, ``key`` being any column of the table).
+
+        Not MySQL's ``INSERT IGNORE``: that also turns a foreign-key failure (a parent deleted
+        by a concurrent commit), a CHECK failure or an over-long value into a warning, so the
+        row silently does not exist or is stored truncated."""
         if self.is_pg:
             return f"INSERT INTO {head}", " ON CONFLICT DO NOTHING"
-        return f"INSERT IGNORE INTO {head}", ""
+        return f"INSERT INTO {head}", f" ON DUPLICATE KEY UPDATE {key} = {key}"
 
     def quote(self, name: str) -> str:
         """``name`` as a quoted identifier (for a column named like a keyword, as ``key``)."""

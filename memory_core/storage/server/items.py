@@ -176,7 +176,9 @@ class ServerItems:
         )
 
     def _insert_bands(self, rows: list[tuple[str, int, int, int]]) -> None:
-        head, tail = self.dialect.insert_ignore("item_simhash_band (scope, band, value, item_id)")
+        head, tail = self.dialect.insert_ignore(
+            "item_simhash_band (scope, band, value, item_id)", "item_id"
+        )
         self.dialect.executemany(self._conn, f"{head} VALUES (%s,%s,%s,%s){tail}", rows)
 
     def add(self, items: Sequence[NewItem], vectors: np.ndarray | None = None) -> list[int]:

@@ -61,7 +61,8 @@ class ServerResources:
         now = utc_now()
         head, tail = self.dialect.insert_ignore(
             "resource (uid, scope, kind, uri, content_hash, mtime, size, tags, source, "
-            "created_at, updated_at, metadata)"
+            "created_at, updated_at, metadata)",
+            "resource_id",
         )
         self._conn.execute(
             f"{head} VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s){tail}",
