@@ -1,6 +1,7 @@
 """Search benchmark: latency of the hybrid engine against raw SQLite, and retrieval quality.
 
     .venv/bin/python bench/bench_search.py [--quick] [--sizes 10000,100000] [--no-quality]
+        [--no-latency] [--quality-embedder local|hash:384]
 
 Latency: a synthetic corpus (Zipf-distributed vocabulary, ~60 words per chunk, 10 chunks per
 document, random unit vectors) at each size; 2-term and 5-term queries; lexical, vector and
@@ -10,8 +11,9 @@ KNN, and a naive one-statement hybrid that joins FTS5 matches to vector distance
 ratio ours / baseline. Filtered queries are checked to return min(k, matches) results.
 
 Quality: the labelled set in bench/data/sqlite_capi_eval.jsonl (SQLite's public-domain C API
-docs: heading -> section) with the real local embedder; Recall@1, Recall@10 and MRR@10 for each
-arm alone and both fusions, so speed is never bought with recall.
+docs: heading -> section) with the real local embedder (or `--quality-embedder hash:384`, the
+hashing test embedder of docs/search.md); Recall@1, Recall@10 and MRR@10 for each arm alone and
+both fusions, so speed is never bought with recall.
 """
 
 from __future__ import annotations
@@ -312,7 +314,7 @@ def packing(repeats: int) -> None:
     )
 
 
-async def quality(limit: int | None) -> None:
+async def quality(limit: int | None, embedder_spec: str = "local") -> None:
     records = [
         json.loads(line)
         for line in (ROOT / "bench" / "data" / "sqlite_capi_eval.jsonl").read_text().splitlines()
@@ -322,7 +324,7 @@ async def quality(limit: int | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(cwd=Path(tmp), environ={})
         memoir = await Memoir.open(
-            f"sqlite:///{tmp}/q.db", settings=settings, embedder=create_embedder("local")
+            f"sqlite:///{tmp}/q.db", settings=settings, embedder=create_embedder(embedder_spec)
         )
         try:
             await memoir.embedder.ensure_loaded()
@@ -334,12 +336,12 @@ async def quality(limit: int | None) -> None:
             took = time.perf_counter() - started
             chunks = (await memoir.documents.stats(scope="q"))["documents"]["chunks"]
             print(
-                f"\n## quality: {len(records)} queries over {len(records)} docs / {chunks} chunks, local MiniLM "
+                f"\n## quality: {len(records)} queries over {len(records)} docs / {chunks} chunks, embedder {embedder_spec} "
                 f"(ingest {took:.1f} s, {chunks / took:.0f} chunks/s with the embedder)"
             )
             configs = [
                 ("lexical (bm25)", "lexical", {}),
-                ("semantic (MiniLM)", "semantic", {}),
+                ("semantic", "semantic", {}),
                 ("hybrid rrf k=60 1:1", "hybrid", {"fusion": "rrf"}),
                 ("hybrid weighted 1:1", "hybrid", {"fusion": "weighted"}),
             ]
@@ -368,7 +370,7 @@ async def quality(limit: int | None) -> None:
                 n = len(records)
                 scores[name] = mrr / n
                 print(f"{name:22s} {r1 / n:6.3f} {r10 / n:6.3f} {mrr / n:7.3f}")
-            best_arm = max(scores["lexical (bm25)"], scores["semantic (MiniLM)"])
+            best_arm = max(scores["lexical (bm25)"], scores["semantic"])
             for name in ("hybrid rrf k=60 1:1", "hybrid weighted 1:1"):
                 verdict = "ok" if scores[name] >= best_arm else "WORSE than the better arm"
                 print(
@@ -389,16 +391,23 @@ async def main() -> None:
         "--sizes", default=None, help="comma-separated chunk counts (default 10000,100000)"
     )
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--no-latency", action="store_true", help="quality figures only")
+    parser.add_argument(
+        "--quality-embedder",
+        default="local",
+        help="embedder of the quality run: local (MiniLM, default) or hash:384 (test embedder)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in (args.sizes or ("10000" if args.quick else "10000,100000")).split(",")]
     print(
         "# bench_search: ours = memory_core.retrieval.engine.SearchEngine; base = raw SQLite in the same process"
     )
-    for size in sizes:
-        await latency(size, 20 if args.quick else 40)
-    packing(200 if args.quick else 2000)
+    if not args.no_latency:
+        for size in sizes:
+            await latency(size, 20 if args.quick else 40)
+        packing(200 if args.quick else 2000)
     if not args.no_quality:
-        await quality(60 if args.quick else None)
+        await quality(60 if args.quick else None, args.quality_embedder)
 
 
 if __name__ == "__main__":
