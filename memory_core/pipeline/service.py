@@ -399,9 +399,12 @@ class MemoryService:
 
     def resume(self, kind: PipelineName, runner_run_id: str) -> dict[str, Any]:
         """Finishes a run whose caller or process stopped, on the run's own pipeline revision
-        (read from the store), and logs it (its input names the run it resumes; each call logs
-        once). Burr runs the steps after the last one it saved; Temporal waits for the workflow,
-        which any worker of its task queue (this service's included) finishes.
+        (read from the store), and logs it (its input names the run it resumes). Burr runs the
+        steps after the last one it saved; Temporal waits for the workflow, which any worker of
+        its task queue (this service's included) finishes.
+
+        Idempotent: once the run is logged as finished (ok) in this store, by its caller or by
+        an earlier resume, this returns that entry, and runs and logs nothing.
 
         Returns:
             The run log entry of the resumed run (as in :meth:`runs`).
@@ -420,6 +423,9 @@ class MemoryService:
                 hint="create the service with the runner the run started on: burr on its state "
                 "file, or temporal on its server and task queue",
             )
+        finished = self.store.finished_run(kind, runner_run_id)
+        if finished is not None:
+            return {"run_id": finished.run_id, **finished.body}
         saved = runner.persisted_state(kind, runner_run_id)
         if saved is None:
             raise NotFoundError(
