@@ -5,6 +5,7 @@ run."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from memory_core.errors import ConfigError, NotFoundError, PipelineRunError
 from memory_core.pipeline.contract import SyncRunner
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn
-from tests.pipeline.layer_kit import ALICE, BOB, CHAT
+from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, CHAT
 
 REPO = Path(__file__).resolve().parents[2]
 DIES = 17
@@ -163,5 +164,71 @@ def test_resume_is_idempotent_it_logs_a_finished_run_once(tmp_path: Path) -> Non
         (logged,) = [r for r in service.runs() if r["run_id"] == done.run_id]
         assert service.resume("memorize", logged["runner_run_id"]) == logged
         assert len(service.runs()) == 3
+    finally:
+        service.close()
+
+
+LAYER_FILE = """
+store = "layer.db"
+scope_fields = ["org_id", "user_id"]
+boundary_fields = ["org_id"]
+embedder = "hash:256"
+categories = {categories}
+
+[runner]
+name = "burr"
+"""
+
+
+def _memoir(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def _toml_tables(rows: list[dict[str, str]]) -> str:
+    tables = (", ".join(f"{k} = {json.dumps(v)}" for k, v in row.items()) for row in rows)
+    return "[" + ", ".join(f"{{ {t} }}" for t in tables) + "]"
+
+
+@pytest.mark.slow
+def test_memoir_pipeline_resume_finishes_a_dead_processs_run_once(tmp_path: Path) -> None:
+    """The CLI on a layer file naming the same store and Burr state as the dead process."""
+    reference = uninterrupted_memorize(tmp_path / "baseline.db")
+    _die_after_stop_step(tmp_path)
+    (app_id,) = BurrRunner(tmp_path).app_ids("memorize")
+    (tmp_path / "memoir-layer.toml").write_text(
+        LAYER_FILE.format(categories=_toml_tables(CATEGORIES))
+    )
+
+    done = _memoir("pipeline", "resume", "memorize", app_id, "--json", cwd=tmp_path)
+    again = _memoir("pipeline", "resume", "memorize", app_id, cwd=tmp_path)
+    unknown = _memoir("pipeline", "resume", "memorize", "nope", cwd=tmp_path)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = json.loads(done.stdout)["run"]
+    assert (entry["status"], entry["runner_run_id"], entry["input"]) == (
+        "ok", app_id, {"resumed": app_id},
+    )  # fmt: skip
+    order = [s["step_id"] for s in entry["steps"]]
+    assert order[0] != "ingest_resource" and order[-1] == "persist_index", "only the rest ran"
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"memorize run {app_id}: ok" in again.stdout
+    assert f"(run log {entry['run_id']})" in again.stdout, "the same entry: logged once"
+    assert (
+        unknown.returncode != 0
+        and "saved no memorize run 'nope'" in unknown.stdout + unknown.stderr
+    )
+    service = layer_service(tmp_path / "layer.db", SyncRunner())
+    try:
+        assert [r["run_id"] for r in service.runs()] == [entry["run_id"]]
+        assert stored(service) == {k: v for k, v in reference.items() if k != "result"}
     finally:
         service.close()
