@@ -23,6 +23,7 @@ from memory_core.pipeline.step_context import LLMHandle, StepContext, exact_filt
 from memory_core.storage.layer import (
     ItemRow,
 )
+from memory_core.storage.layer import vectors as vector_math
 
 __all__ = [
     "adjust_intention",
@@ -55,7 +56,7 @@ def refresh_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle
             rest = [j for j in order[position + 1 :] if j not in gone]
             if not rest:
                 continue
-            sims = matrix[rest] @ matrix[i]
+            sims = vector_math.inner_products(matrix[rest], matrix[i])
             for j, sim in zip(rest, sims, strict=True):
                 if sim >= threshold:
                     gone.add(j)

@@ -9,6 +9,11 @@
     categories = ["Preferences", { name = "Work", description = "projects, deadlines" }]
     embedder = "local"                 # or "hash:256"
     vector_index = "bruteforce"        # or "none" ("pgvector", the default, on PostgreSQL)
+    allowed_roots = ["docs", "/srv/shared/notes"]   # folders `--file` may read (relative to
+                                       # this file; default: the project folder of the working
+                                       # directory); a symlink out of them is refused
+    # allowed_url_prefixes = ["https://wiki.example.com/team/"]  # http(s) resources (default: none)
+    # max_resource_bytes = 67108864
 
     [llm_providers.default]
     model = "offline"
@@ -43,7 +48,8 @@ __all__ = ["open_layer_file", "parse_scope_pairs", "parse_selector_pairs"]
 _KEYS = {
     "store", "store_url_env", "scope_fields", "boundary_fields", "categories", "embedder", "vector_index",
     "llm_providers", "role_profiles", "max_combinations", "max_vector_top_k",
-    "max_rerank_candidates", "runner",
+    "max_rerank_candidates", "runner", "allowed_roots", "allowed_url_prefixes",
+    "max_resource_bytes",
 }  # fmt: skip
 _RUNNER_KEYS = {
     "name",
@@ -96,11 +102,16 @@ def open_layer_file(path: Path) -> MemoryService:
     storage: dict[str, Any] = {"metadata_store": metadata}
     if "vector_index" in data:
         storage["vector_index"] = {"provider": str(data["vector_index"])}
-    extra = {
+    extra: dict[str, Any] = {
         k: data[k]
         for k in ("role_profiles", "max_combinations", "max_vector_top_k", "max_rerank_candidates")
         if k in data
     }
+    if "allowed_roots" in data:
+        extra["allowed_roots"] = [path.parent / str(r) for r in data["allowed_roots"]]
+    for key in ("allowed_url_prefixes", "max_resource_bytes"):
+        if key in data:
+            extra[key] = data[key]
     return MemoryService.create(
         scope_model=model,
         categories=data["categories"],

@@ -21,6 +21,7 @@ from memory_core.storage.layer import (
     IntentionRow,
     MemberRow,
 )
+from memory_core.storage.layer import vectors as vector_math
 
 __all__ = [
     "categorise",
@@ -120,7 +121,7 @@ def refresh_categories(
         if with_vec:
             matrix = np.vstack([r.embedding for r in with_vec if r.embedding is not None])
             centroid = matrix.mean(axis=0)
-            closeness = matrix @ centroid
+            closeness = vector_math.inner_products(matrix, centroid)
             order = sorted(
                 range(len(with_vec)),
                 key=lambda i: (

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.errors import InvalidInputError
 from memory_core.pipeline.contract import State, StepSpec
 from memory_core.pipeline.extraction import (
     build_text,
@@ -48,17 +47,6 @@ __all__ = [
 ]
 
 
-def _read_uri(uri: str) -> bytes:
-    path = Path(uri[7:] if uri.startswith("file://") else uri)
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise NotFoundError(
-            f"cannot read resource URI {uri!r}: {exc.strerror or exc}",
-            hint="pass a readable local path or file:// URI, or the content itself",
-        ) from exc
-
-
 def _mime_of(inp: Mapping[str, Any]) -> str | None:
     if inp.get("mime"):
         return str(inp["mime"])
@@ -67,8 +55,9 @@ def _mime_of(inp: Mapping[str, Any]) -> str | None:
     return None
 
 
-def resource_hash(inp: Mapping[str, Any]) -> str:
-    """The content hash of a resource input (messages, content, or the bytes at its URI)."""
+def resource_hash(inp: Mapping[str, Any], read: Callable[[str], bytes]) -> str:
+    """The content hash of a resource input (messages, content, or the bytes at its URI, read
+    with ``read``: :meth:`ResourceAccess.read`, which refuses what is not allowed)."""
     import json
 
     if inp.get("messages") is not None:
@@ -76,7 +65,7 @@ def resource_hash(inp: Mapping[str, Any]) -> str:
     elif inp.get("content") is not None:
         raw = str(inp["content"]).encode()
     elif inp.get("uri"):
-        raw = _read_uri(str(inp["uri"]))
+        raw = read(str(inp["uri"]))
     else:
         raise InvalidInputError(
             "a resource needs messages, content or a uri",
@@ -97,7 +86,8 @@ def ingest_resource(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHand
     elif inp.get("content") is not None:
         text = stored_content = str(inp["content"])
     else:
-        raw = _read_uri(str(inp["uri"]))
+        # what this process may read is its own configuration's call (resource_access.py)
+        raw = ctx.resources.read(str(inp["uri"]))
         binary = mime is not None and not mime.startswith("text/") and mime != "application/json"
         text = "" if binary else raw.decode("utf-8", errors="replace")
     revision = int(state.get("pipeline_revision", 0))
@@ -127,7 +117,7 @@ def preprocess_multimodal(ctx: StepContext, spec: StepSpec, state: State, llm: L
     resource = state["resource"]
     mime = resource.get("mime") or ""
     uri = resource.get("uri")
-    done = preprocess_file(lambda: _read_uri(str(uri)), mime, llm.profile) if uri else None
+    done = preprocess_file(lambda: ctx.resources.read(str(uri)), mime, llm.profile) if uri else None
     if done is None:
         return {
             "text": state.get("text", ""),

@@ -22,6 +22,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,7 @@ from memory_core.pipeline.profiles import (
     redacted_summary,
     resolve_step_profile,
 )
+from memory_core.pipeline.resource_access import DEFAULT_MAX_RESOURCE_BYTES, ResourceAccess
 from memory_core.pipeline.results import EvolveResult, MemorizeResult, RetrieveResult
 from memory_core.pipeline.scopes import ANY, ScopeSelector, ScopeSpec, SelectorPolicy
 from memory_core.pipeline.steps import (
@@ -112,6 +114,7 @@ class MemoryService:
         registry: dict[str, StepFn],
         meta: dict[str, Any],
         pipelines: PipelineSet,
+        resources: ResourceAccess | None = None,
     ) -> None:
         self.store = store
         self.scope_spec = scope_spec
@@ -133,6 +136,7 @@ class MemoryService:
             policy=policy,
             tokens=tokens,
             clock=clock,
+            resources=resources or ResourceAccess.configure(),
         )
 
     # -- creation ---------------------------------------------------------------------------
@@ -156,6 +160,9 @@ class MemoryService:
         max_vector_top_k: int = 200,
         max_rerank_candidates: int = 50,
         max_vector_scan_items: int = 200_000,
+        allowed_roots: Sequence[str | Path] | None = None,
+        allowed_url_prefixes: Sequence[str] = (),
+        max_resource_bytes: int = DEFAULT_MAX_RESOURCE_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> MemoryService:
         """Open (provisioning on first use) the memory layer.
@@ -173,9 +180,17 @@ class MemoryService:
             role_profiles: default profile per step role (``{"extract": "strong"}``).
             embedder: an embedder spec (``"local"``, ``"hash:256"``) or an ``Embedder``.
             steps: extra step implementations by impl name, for custom steps.
+            allowed_roots: the folders a resource given by path or ``file://`` URI may be read
+                from (relative ones against the working directory; default: the project
+                folder of the working directory). This process's own choice: a run (e.g. a
+                Temporal workflow anyone started on the worker's queue) cannot widen it.
+            allowed_url_prefixes: ``http(s)://host/path`` prefixes a resource URL may start
+                with (default: none, every URL is refused).
+            max_resource_bytes: the largest resource read by URI.
 
         Raises:
-            ConfigError: a bad scope model, taxonomy, profile, boundary or provider.
+            ConfigError: a bad scope model, taxonomy, profile, boundary, provider or URL
+                prefix.
             ScopeMismatchError: the store was created with another scope model.
             SchemaError: ``validate`` mode and the tables are missing or differ.
         """
@@ -197,6 +212,9 @@ class MemoryService:
             max_vector_scan_items=max_vector_scan_items,
         )
         policy.check(spec)
+        resources = ResourceAccess.configure(
+            allowed_roots, allowed_url_prefixes, max_bytes=max_resource_bytes
+        )
         store, storage_summary = open_layer_store(storage_providers)
         stored = store.get_meta()
         if stored is not None and stored.get("scope_schema_hash") != spec.schema_hash:
@@ -247,6 +265,7 @@ class MemoryService:
             registry=registry,
             meta=meta,
             pipelines=pipelines,
+            resources=resources,
         )
         validate(
             pipelines,
@@ -264,6 +283,11 @@ class MemoryService:
     def meta(self) -> dict[str, Any]:
         """The ``service_meta`` record (a copy)."""
         return json.loads(json.dumps(self._meta))
+
+    @property
+    def resource_access(self) -> ResourceAccess:
+        """The folders and URL prefixes this service reads resources from."""
+        return self._ctx.resources
 
     @property
     def pipeline_revision(self) -> int:
@@ -375,9 +399,12 @@ class MemoryService:
 
     def resume(self, kind: PipelineName, runner_run_id: str) -> dict[str, Any]:
         """Finishes a run whose caller or process stopped, on the run's own pipeline revision
-        (read from the store), and logs it (its input names the run it resumes; each call logs
-        once). Burr runs the steps after the last one it saved; Temporal waits for the workflow,
-        which any worker of its task queue (this service's included) finishes.
+        (read from the store), and logs it (its input names the run it resumes). Burr runs the
+        steps after the last one it saved; Temporal waits for the workflow, which any worker of
+        its task queue (this service's included) finishes.
+
+        Idempotent: once the run is logged as finished (ok) in this store, by its caller or by
+        an earlier resume, this returns that entry, and runs and logs nothing.
 
         Returns:
             The run log entry of the resumed run (as in :meth:`runs`).
@@ -396,6 +423,9 @@ class MemoryService:
                 hint="create the service with the runner the run started on: burr on its state "
                 "file, or temporal on its server and task queue",
             )
+        finished = self.store.finished_run(kind, runner_run_id)
+        if finished is not None:
+            return {"run_id": finished.run_id, **finished.body}
         saved = runner.persisted_state(kind, runner_run_id)
         if saved is None:
             raise NotFoundError(
@@ -521,6 +551,8 @@ class MemoryService:
 
         Raises:
             InvalidInputError: the scope misses a field, or no / several resources were given.
+            PathNotAllowedError: the URI is outside ``allowed_roots`` (symlinks followed) or
+                under no ``allowed_url_prefixes``; nothing is stored.
             NotFoundError: the URI cannot be read.
             PipelineRunError: a step failed (the run log names it).
         """
@@ -540,7 +572,7 @@ class MemoryService:
             "mime": mime,
             "metadata": dict(metadata or {}),
         }
-        digest = resource_hash(inp)
+        digest = resource_hash(inp, self._ctx.resources.read)
         summary = {"kind": inp["kind"], "content_hash": digest, "uri": uri,
                    "messages": len(conversation or []), "chars": len(content or "")}  # fmt: skip
         existing = self.store.find_resource(full, digest, self.pipeline_revision)

@@ -21,6 +21,7 @@ from memory_core.pipeline.llm_calls import (
     run_agent,
 )
 from memory_core.pipeline.profiles import LayerProfile
+from memory_core.pipeline.resource_access import ResourceAccess
 from memory_core.pipeline.scopes import ScopeSpec, SelectorPolicy
 from memory_core.storage.layer import (
     LayerStore,
@@ -53,7 +54,8 @@ class LLMHandle:
 
 @dataclass
 class StepContext:
-    """What steps may use besides the state: store, scope schema, embedder, taxonomy."""
+    """What steps may use besides the state: store, scope schema, embedder, taxonomy, and the
+    resources this process may read (its own configuration, never the run's)."""
 
     store: LayerStore
     scope_spec: ScopeSpec
@@ -62,6 +64,7 @@ class StepContext:
     policy: SelectorPolicy
     tokens: TokenCounter
     clock: Callable[[], float]
+    resources: ResourceAccess
     _category_vectors: np.ndarray | None = None
     _cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 

@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+from memory_core.allowed_paths import resolve_inside
 from memory_core.errors import InvalidInputError, PathNotAllowedError
 
 __all__ = ["display_path", "escaping_links", "resolve_allowed", "validate_virtual_path"]
@@ -28,22 +29,11 @@ def resolve_allowed(path: str | Path, roots: Sequence[Path], *, cwd: Path) -> tu
         PathNotAllowedError: the resolved path (after ``..`` and symlinks) is outside every root.
         InvalidInputError: the path is empty or contains a NUL byte.
     """
-    text = str(path)
-    if not text.strip() or "\x00" in text:
-        raise InvalidInputError(
-            f"invalid rule document path {text[:80]!r}", hint="pass a file or folder path"
-        )
-    candidate = Path(text).expanduser()
-    if not candidate.is_absolute():
-        candidate = cwd / candidate
-    resolved = candidate.resolve(strict=False)
-    for root in roots:
-        real_root = root.resolve(strict=False)
-        if resolved == real_root or resolved.is_relative_to(real_root):
-            return resolved, real_root
-    raise PathNotAllowedError(
-        f"path {text[:200]!r} resolves to {str(resolved)[:200]!r}, outside the allowed roots "
-        + ", ".join(str(r) for r in roots),
+    return resolve_inside(
+        path,
+        roots,
+        cwd=cwd,
+        what="rule document path",
         hint="ingest files inside the project, or add the folder to rules.allowed_roots "
         "in memoir.toml",
     )

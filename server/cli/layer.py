@@ -259,6 +259,30 @@ def register(cli: click.Group) -> None:
 
         _with_service(layer_path, as_json, run)
 
+    @pipeline.command("resume")
+    @_layer_option
+    @click.argument("kind", type=click.Choice(["memorize", "retrieve", "evolve"]))
+    @click.argument("run_id")
+    @_json_option
+    def resume(layer_path: Path, kind: str, run_id: str, as_json: bool) -> None:
+        """Finish the KIND run RUN_ID (its runner_run_id: a Burr app id or a Temporal workflow
+        id) whose process stopped, on its own pipeline revision, and log it. Idempotent: a run
+        already logged as finished prints that entry."""
+
+        def run(service: Any) -> None:
+            entry = service.resume(kind, run_id)
+            if as_json:
+                emit_json(envelope(True, run=entry))
+                return
+            steps = ", ".join(s["step_id"] for s in entry["steps"]) or "-"
+            click.echo(
+                f"{kind} run {run_id}: {entry['status']} on revision "
+                f"{entry['pipeline_revision']} (run log {entry['run_id']})"
+            )
+            click.echo(f"steps run: {steps}")
+
+        _with_service(layer_path, as_json, run)
+
     def _step_from_json(raw: str) -> Any:
         from memory_core.pipeline.editing import step
 

@@ -83,10 +83,12 @@ ServiceFactory = Callable[..., MemoryService]
 
 
 @pytest.fixture
-def make_service(backend: str, layer_location: dict[str, Any]) -> Iterator[ServiceFactory]:
+def make_service(
+    backend: str, layer_location: dict[str, Any], tmp_path: Path
+) -> Iterator[ServiceFactory]:
     """``make_service(**overrides)``: a service on this test's store; calling it again reopens
     the same store (the same SQLite file or PostgreSQL schema, or the same in-memory
-    instance)."""
+    instance). It reads resources from the test's ``tmp_path`` (its allowed root)."""
     memory_store = InMemoryLayerStore()
     opened: list[MemoryService] = []
 
@@ -102,6 +104,7 @@ def make_service(backend: str, layer_location: dict[str, Any]) -> Iterator[Servi
             "storage_providers": storage,
             "boundary_fields": ["org_id"],
             "embedder": "hash:256",
+            "allowed_roots": [tmp_path],
             **overrides,
         }
         service = MemoryService.create(**kwargs)

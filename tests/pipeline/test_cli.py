@@ -124,3 +124,23 @@ def test_a_missing_layer_file_is_a_clear_error(tmp_path: Path) -> None:
     result = memoir("evolve", "--scope", "org_id=a", cwd=tmp_path)
     assert result.returncode == 1
     assert "no memory layer file" in result.stderr and "--layer" in result.stderr
+
+
+def test_memorize_file_reads_only_inside_the_layer_files_allowed_roots(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "docs").mkdir(parents=True)
+    (project / "docs" / "notes.md").write_text("The deploy window is Tuesday morning.\n")
+    (project / "private.txt").write_text("The vault combination is 31-41-59.\n")
+    (project / "memoir-layer.toml").write_text(
+        f'store = "layer.db"\nallowed_roots = ["docs"]\n{LAYER}'
+    )
+    alice = ("--scope", "org_id=acme", "--scope", "user_id=alice")
+
+    refused = memoir("memorize", *alice, "--file", "private.txt", cwd=project)
+    stored = _json(memoir("memorize", *alice, "--file", "docs/notes.md", "--json", cwd=project))
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    shown = refused.stdout + refused.stderr
+    assert "private.txt" in shown and str((project / "docs").resolve()) in shown
+    assert "allowed_roots" in shown
+    assert len(stored["items_added"]) == 1

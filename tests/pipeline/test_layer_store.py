@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_core.pipeline.extraction import query_terms
-from memory_core.storage.layer import ItemRow, LayerStore, open_layer_store
+from memory_core.storage.layer import ItemRow, LayerStore, RunRow, open_layer_store
 
 FIELDS = ("org_id", "user_id")
 
@@ -176,3 +176,21 @@ def test_sqlite_matrix_follows_another_connections_write(tmp_path: Any) -> None:
     assert [h[0] for h in first.vector_search(acme, np.eye(4)[1], 5)] == ["b", "a"]
     first.close()
     second.close()
+
+
+def test_the_finished_run_of_an_engine_run_id_is_its_newest_ok_log(store: LayerStore) -> None:
+    def log(run_id: str, kind: str, engine_id: str | None, status: str, at: float) -> None:
+        body = {"status": status, **({"runner_run_id": engine_id} if engine_id else {})}
+        store.add_run(RunRow(run_id, kind, body, at))
+
+    log("a", "memorize", "wf-1", "failed", 1.0)
+    assert store.finished_run("memorize", "wf-1") is None, "a failed run is not finished"
+    log("b", "memorize", "wf-1", "ok", 2.0)
+    log("c", "memorize", "wf-2", "ok", 3.0)
+    log("d", "evolve", "wf-1", "ok", 4.0)
+    log("e", "memorize", None, "ok", 5.0)
+
+    found = store.finished_run("memorize", "wf-1")
+    assert found is not None and (found.run_id, found.body["runner_run_id"]) == ("b", "wf-1")
+    assert store.finished_run("retrieve", "wf-1") is None
+    assert store.finished_run("memorize", "wf-3") is None

@@ -63,6 +63,7 @@ def _session(runner: Runner, files: dict[str, Path]) -> dict[str, Any]:
         boundary_fields=["org_id"],
         embedder="hash:256",
         runner=runner,
+        allowed_roots=sorted({str(p.parent) for p in files.values()}),
     )
     out: dict[str, Any] = {}
     for kind, path in files.items():

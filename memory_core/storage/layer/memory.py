@@ -313,6 +313,18 @@ class InMemoryLayerStore:
         with self._lock:
             return copy.deepcopy(self._runs[-limit:][::-1])
 
+    def finished_run(self, kind: str, runner_run_id: str) -> RunRow | None:
+        with self._lock:
+            for row in reversed(self._runs):
+                body = row.body
+                if (row.kind, body.get("runner_run_id"), body.get("status")) == (
+                    kind,
+                    runner_run_id,
+                    "ok",
+                ):
+                    return copy.deepcopy(row)
+        return None
+
     def atomically(self, work: Callable[[], T]) -> T:
         # one lock: no other thread sees the store half way (nothing to roll back to)
         with self._lock:

@@ -213,6 +213,12 @@ class LayerStore(Protocol):
 
     def runs(self, limit: int = 50) -> list[RunRow]: ...
 
+    def finished_run(self, kind: str, runner_run_id: str) -> RunRow | None:
+        """The newest run log of `kind` whose status is ok and whose engine run id (the body's
+        ``runner_run_id``: a Burr app id, a Temporal workflow id) is `runner_run_id`. A scan of
+        the run log: for resume, which is rare."""
+        ...
+
     def atomically(self, work: Callable[[], T]) -> T:
         """``work()``, whose calls on this store form one transaction (a server backend may
         run ``work`` again after a deadlock, so it must have no effect outside the store)."""

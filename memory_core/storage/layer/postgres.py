@@ -607,5 +607,14 @@ class PostgresLayerStore:
             )
         ]
 
+    def finished_run(self, kind: str, runner_run_id: str) -> RunRow | None:
+        rows = self._read(
+            f"SELECT {sql.RUN_COLUMNS} FROM layer_run WHERE kind = %s "
+            "AND body::jsonb ->> 'runner_run_id' = %s AND body::jsonb ->> 'status' = 'ok' "
+            "ORDER BY created_at DESC, seq DESC LIMIT 1",
+            [kind, runner_run_id],
+        )
+        return sql.run_row(rows[0]) if rows else None
+
     def close(self) -> None:
         self._db.close_all()

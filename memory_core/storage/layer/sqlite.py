@@ -462,6 +462,16 @@ class SqliteLayerStore:
             )
         ]
 
+    def finished_run(self, kind: str, runner_run_id: str) -> RunRow | None:
+        rows = self._read(
+            f"SELECT {sql.RUN_COLUMNS} FROM layer_run WHERE kind = ? "
+            "AND json_extract(body, '$.runner_run_id') = ? "
+            "AND json_extract(body, '$.status') = 'ok' "
+            "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            [kind, runner_run_id],
+        )
+        return sql.run_row(rows[0]) if rows else None
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

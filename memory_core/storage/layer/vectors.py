@@ -3,9 +3,32 @@ matrix per selector searched, updated row by row as items are written."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["VectorBlock"]
+__all__ = ["VectorBlock", "inner_products"]
+
+
+def _rowwise(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    products: np.ndarray = np.einsum("ij,j->i", matrix, vector)  # numpy < 2: no BLAS threads
+    return products
+
+
+_VECDOT: Callable[[np.ndarray, np.ndarray], np.ndarray] = getattr(np, "vecdot", _rowwise)
+
+
+def inner_products(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix @ vector`` without BLAS threads.
+
+    ``@`` is a BLAS gemv, which OpenBLAS spreads over every core: on a busy two-core machine
+    the threads' start and wait cost more than the product (1,600 x 384: 4-6 ms instead of
+    0.15 ms single-threaded). ``np.vecdot`` is one single-threaded BLAS dot per row, as fast as
+    a single-threaded gemv and faster at 10k+ rows (bench/bench_layer_vectors.py), with no
+    thread-pool setting to change around the call (threadpoolctl would be a new dependency and
+    a process-wide switch).
+    """
+    return _VECDOT(matrix, vector)
 
 
 class VectorBlock:
@@ -48,7 +71,7 @@ class VectorBlock:
         ids, matrix = self._ids, self._buffer[: len(self._ids)]
         if not ids:
             return []
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        scores = inner_products(matrix, np.asarray(vector, dtype=np.float32))
         if k < len(ids):
             part = np.argpartition(-scores, k - 1)[:k]
             top = part[np.argsort(-scores[part], kind="stable")]
