@@ -168,7 +168,7 @@ def main() -> None:
     if EMBED_TEXTS[args.embed_text] is not None:
         from memory_core.rules import graph
 
-        graph._embed_text = EMBED_TEXTS[args.embed_text]  # type: ignore[assignment]
+        graph.embed_text = EMBED_TEXTS[args.embed_text]  # type: ignore[assignment]
     sets = args.sets.split(",") if args.sets else ds.set_names()
     anyio.run(_run, args.budget, sets)
 

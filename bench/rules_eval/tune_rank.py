@@ -46,14 +46,65 @@ from run_dev import BM25, Candidate, _relative, ds, matches, pack, rrf, tokens  
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
 from memory_core.rules import candidates as candidates_module  # noqa: E402
+from memory_core.rules import graph as graph_module  # noqa: E402
 from memory_core.rules import rerank  # noqa: E402
 from memory_core.rules import service as service_module  # noqa: E402
 from memory_core.rules.dictionaries import tokenize  # noqa: E402
+from memory_core.rules.relevance import RelevanceGate  # noqa: E402
 from memory_core.rules.rerank import RankParams  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 
-Row = tuple[float, float, int, int]  # recall, precision, tokens, returned
+Row = tuple[float, float, int, int, bool]  # recall, precision, tokens, returned, paraphrased
+# What a directive's vector is made of (``--embed-text``; "shipped" leaves
+# ``memory_core.rules.graph.embed_text`` as it is). Texts joined by _JOIN are embedded one by
+# one and their normalised mean is stored (still one vector per directive).
+_JOIN = "\x1f"
+_FULL = graph_module.embed_text
+
+
+def _heading_statement(document: Any, directive: Any) -> str:
+    return ". ".join(filter(None, (*directive.section_path[-1:], directive.text)))
+
+
+def _no_file_title(document: Any, directive: Any) -> str:
+    """The shipped text without a title that is only a file name ("CLAUDE.md. ...")."""
+    text, title = _FULL(document, directive), document.title or document.rule_name
+    if re.fullmatch(r"[\w.-]+\.mdc?", title, flags=re.IGNORECASE) and text.startswith(title + ". "):
+        return text[len(title) + 2 :]
+    return text
+
+
+EMBED_TEXTS: dict[str, Any] = {
+    "no-file-title": _no_file_title,
+    "shipped": None,
+    "statement": lambda d, x: x.text,
+    "mean-statement": lambda d, x: _FULL(d, x) + _JOIN + x.text,
+    "mean-heading": lambda d, x: _FULL(d, x) + _JOIN + _heading_statement(d, x),
+}
+
+
+def install_embed_text(memoir: Memoir, variant: str) -> None:
+    """Swap what is embedded for a directive (measurement only)."""
+    chosen = EMBED_TEXTS[variant]
+    if chosen is None:
+        return
+    graph_module.embed_text = chosen  # type: ignore[assignment]
+    plain = memoir.embedder.embed_documents
+
+    async def embed_documents(texts: Sequence[str]) -> np.ndarray:
+        groups = [t.split(_JOIN) for t in texts]
+        matrix = await plain([p for g in groups for p in g])
+        out, row = [], 0
+        for g in groups:
+            v = matrix[row : row + len(g)].mean(0)
+            out.append(v / (np.linalg.norm(v) or 1.0))
+            row += len(g)
+        return np.vstack(out).astype(np.float32) if out else matrix
+
+    memoir.embedder.embed_documents = embed_documents  # type: ignore[method-assign]
+
+
 _IDENTIFIER = re.compile(r"\b[A-Za-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b\w+_\w+\b")
 
 
@@ -76,6 +127,8 @@ BEFORE = RankParams(
     fusion_lexical=0.0,
     must_bonus=0.0,
 )
+CURVE_ITEMS = (2, 3, 5, 8, 12)
+CURVE_GATES = ((0.3, 0.0), (0.4, 0.0), (0.5, 0.0), (0.1, 0.6), (0.1, 0.8))
 FEATURES = ("total", "relevance", "fusion_relevance", "fusion_semantic", "fusion_lexical", "must")
 
 
@@ -131,8 +184,12 @@ def fit(x: np.ndarray, y: np.ndarray, *, l2: float = 0.1, k: float = 10.0) -> Ra
 
 
 def summary(rows: list[Row]) -> dict[str, float]:
+    lit = [r[0] for r in rows if not r[4]]
+    para = [r[0] for r in rows if r[4]]
     return {
         "recall": round(statistics.mean(r[0] for r in rows), 3),
+        "lit": round(statistics.mean(lit), 3) if lit else float("nan"),
+        "para": round(statistics.mean(para), 3) if para else float("nan"),
         "precision": round(statistics.mean(r[1] for r in rows), 3),
         "tokens": round(statistics.mean(r[2] for r in rows), 1),
         "returned": round(statistics.mean(r[3] for r in rows), 1),
@@ -142,7 +199,8 @@ def summary(rows: list[Row]) -> dict[str, float]:
 def _row(task: Any, chosen: Sequence[Candidate], used: int) -> Row:
     found = sum(1 for lab in task.labels if any(matches(c, lab) for c in chosen))
     useful = sum(1 for c in chosen if any(matches(c, lab) for lab in task.labels))
-    return (found / len(task.labels), useful / len(chosen) if chosen else 0.0, used, len(chosen))
+    precision = useful / len(chosen) if chosen else 0.0
+    return (found / len(task.labels), precision, used, len(chosen), task.paraphrased)
 
 
 def _score_answer(task: Any, answer: Any, root: Path) -> Row:
@@ -178,6 +236,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     shipped = service_module._RANK
     data: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     methods: dict[str, dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
+    curve: dict[str, list[Row]] = defaultdict(list)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         memoir = await Memoir.open(
@@ -187,6 +246,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         )
         try:
             await memoir.embedder.ensure_loaded()
+            install_embed_text(memoir, args.embed_text)
             count = memoir.tokens.count
             services: dict[str, tuple[RulesService, Path]] = {}
             for set_name in sorted(by_set):
@@ -221,6 +281,22 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                         )
                         labels.append(float(any(matches(cand, lab) for lab in task.labels)))
                     data[set_name].append((features(candidates, args.fusion_k), np.array(labels)))
+                    # The ceiling: labels some candidate (after the gate) matches at all.
+                    hit = [
+                        Candidate(
+                            "",
+                            "",
+                            _relative(index.directives[c.item_id].uri, root),
+                            index.directives[c.item_id].line_start,
+                            index.directives[c.item_id].line_end,
+                            "",
+                        )
+                        for c in candidates
+                    ]
+                    found = sum(1 for lab in task.labels if any(matches(h, lab) for h in hit))
+                    methods["candidates (ceiling)"][set_name].append(
+                        (found / len(task.labels), 0.0, 0, len(hit), task.paraphrased)
+                    )
                     query_tokens = tokens(task.task)
                     query = await memoir.embedder.embed_query(task.task)
                     query = query / (np.linalg.norm(query) or 1)
@@ -259,25 +335,67 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                             task.task, scope=set_name, token_budget=budget
                         )
                         methods[method][set_name].append(_score_answer(task, answer, root))
+                if args.curve:
+                    # Precision against recall: the held-out weights, cut shorter.
+                    for n in CURVE_ITEMS:
+                        service_module._RANK = folds[set_name]
+                        for task in by_set[set_name]:
+                            answer = await service.query_directives(
+                                task.task, scope=set_name, token_budget=budget, max_items=n
+                            )
+                            curve[f"max_items={n}"].append(_score_answer(task, answer, root))
+                    for floor, ratio in CURVE_GATES:
+                        gate = RelevanceGate(floor=floor, ratio=ratio, keep_at_least=1)
+                        service_module._RANK = dataclasses.replace(folds[set_name], gate=gate)
+                        for task in by_set[set_name]:
+                            answer = await service.query_directives(
+                                task.task, scope=set_name, token_budget=budget
+                            )
+                            curve[f"floor={floor} ratio={ratio}"].append(
+                                _score_answer(task, answer, root)
+                            )
             every = fit(*stacked(sorted(by_set)), l2=args.l2, k=args.fusion_k)
         finally:
             service_module._RANK = shipped
             service_module.rank_candidates = real_rank  # type: ignore[assignment]
             await memoir.close()
-    order = ["memoir:before", "memoir:after", "hybrid", "bm25", "dense", "memoir:shipped"]
+    order = [
+        "memoir:before",
+        "memoir:after",
+        "hybrid",
+        "bm25",
+        "dense",
+        "memoir:shipped",
+        "candidates (ceiling)",
+    ]
     print("\n| held-out set | " + " | ".join(order) + " |")
     print("|" + " --- |" * (len(order) + 1))
     for set_name in sorted(by_set):
         cells = [f"{summary(methods[m][set_name])['recall']:.3f}" for m in order]
         print(f"| {set_name} | " + " | ".join(cells) + " |")
     overall = {m: summary([r for rs in methods[m].values() for r in rs]) for m in order}
-    print("\n| method | recall | precision | tokens | returned |\n| --- | --- | --- | --- | --- |")
+    print(
+        "\n| method | recall | lit | para | precision | tokens | returned |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |"
+    )
     for m in order:
         s = overall[m]
         print(
-            f"| {m} | {s['recall']:.3f} | {s['precision']:.3f} | {s['tokens']:.0f} | "
+            f"| {m} | {s['recall']:.3f} | {s['lit']:.3f} | {s['para']:.3f} | "
+            f"{s['precision']:.3f} | {s['tokens']:.0f} | "
             f"{s['returned']:.1f} |"
         )
+
+    if curve:
+        print("\n| cut (held-out weights) | recall | lit | para | precision | tokens | returned |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for name, rows in curve.items():
+            s = summary(rows)
+            print(
+                f"| {name} | {s['recall']:.3f} | {s['lit']:.3f} | {s['para']:.3f} | "
+                f"{s['precision']:.3f} | {s['tokens']:.0f} | "
+                f"{s['returned']:.1f} |"
+            )
 
     def show(params: RankParams) -> str:
         fields = dataclasses.asdict(params)
@@ -297,6 +415,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "per_set": {m: {n: summary(rs) for n, rs in methods[m].items()} for m in order},
         "folds": {n: show(p) for n, p in folds.items()},
         "fit_all": show(every),
+        "embed_text": args.embed_text,
+        "curve": {name: summary(rows) for name, rows in curve.items()},
     }
 
 
@@ -308,6 +428,10 @@ def main() -> None:
     parser.add_argument("--fusion-k", type=float, default=10.0)
     parser.add_argument("--l2", type=float, default=0.1)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--curve", action="store_true", help="recall/precision of shorter cuts")
+    parser.add_argument(
+        "--embed-text", choices=sorted(EMBED_TEXTS), default="shipped", help="what is embedded"
+    )
     parser.add_argument(
         "--split-identifiers",
         action="store_true",

@@ -28,18 +28,23 @@ from rules_parser.vocabulary import FRAMEWORK_KEYWORDS, LANGUAGE_KEYWORDS, PLATF
 
 __all__ = [
     "DIRECTIVE_KIND",
+    "INDEX_VERSION",
     "RULE_DOCUMENT_KIND",
     "DirectivePlan",
     "DocumentPlan",
     "build_plan",
     "condition_key",
     "directive_line",
+    "embed_text",
     "rule_key",
 ]
 
 RULE_DOCUMENT_KIND: ResourceKind = "rule_document"
 DIRECTIVE_KIND: ItemKind = "directive"
 _EMBED_DETAIL_CHARS = 400
+# How directives are indexed (what is embedded, see embed_text). A stored document indexed
+# by another version is planned again on re-ingest, like one parsed by another parser version.
+INDEX_VERSION = 2
 _TECH_LOOKUP: dict[str, tuple[str, str]] = {}
 for _category, _vocab in (
     ("language", LANGUAGE_KEYWORDS),
@@ -117,10 +122,29 @@ def _technologies(document: RuleDocument) -> dict[str, str]:
     return found
 
 
-def _embed_text(document: RuleDocument, directive: Directive) -> str:
-    leaf = directive.section_path[-2] if len(directive.section_path) > 1 else ""
-    parts = [document.title or document.rule_name]
-    if leaf and leaf.casefold() not in ("directives", "rules"):
+def _heading(directive: Directive) -> str:
+    """The nearest heading above the directive ("" when it sits under the title alone).
+
+    A template directive is a heading itself (the last entry of its section path), so its
+    heading is the one above; a bullet or sentence of a foreign file sits under the last one.
+    """
+    path = directive.section_path
+    text = directive.text.casefold().strip()
+    if path and text and text in path[-1].casefold():
+        path = path[:-1]
+    return path[-1] if len(path) > 1 else ""
+
+
+def embed_text(document: RuleDocument, directive: Directive) -> str:
+    """What a directive's vector is made of: "rule title. nearest heading. statement. detail".
+
+    The title and heading say what the rule is about ("AGENTS.md. Security. Never commit
+    secrets"); a heading equal to the title, or the template's "Directives", adds nothing.
+    """
+    title = document.title or document.rule_name
+    leaf = _heading(directive)
+    parts = [title]
+    if leaf and leaf.casefold() not in ("directives", "rules", title.casefold()):
         parts.append(leaf)
     parts.append(directive.text)
     extra = " ".join(x for x in (directive.detail, directive.rationale) if x)
@@ -212,7 +236,10 @@ def build_plan(
                 for e in directive.examples
             ],
         }
-        digest = content_hash(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+        embedded = embed_text(document, directive)
+        # What is embedded is part of the identity: a directive embedded another way gets a
+        # new uid, so a re-ingest embeds it again instead of keeping the old vector.
+        digest = content_hash(json.dumps([metadata, embedded], sort_keys=True, ensure_ascii=False))
         tags = [s for s in section_path if s.casefold() not in ("directives", "rules")]
         tags += list(d_topics) + list(conditions)
         item = NewItem(
@@ -231,7 +258,7 @@ def build_plan(
         plans.append(
             DirectivePlan(
                 item=item,
-                embed_text=_embed_text(document, directive),
+                embed_text=embedded,
                 severity=directive.severity,
                 layer=layer,
                 topics=d_topics,
@@ -257,6 +284,8 @@ def build_plan(
         "mode": document.mode,
         # A store re-parses a document another parser version wrote, even if its text is same.
         "parser_version": document.parser_version,
+        # ... and one indexed (embedded) another way: see INDEX_VERSION.
+        "index_version": INDEX_VERSION,
         # Inventories, command and file lists, plans, narrative: shown with the rule, not ranked.
         "context": list(document.context[:_CONTEXT_LINES]),
     }

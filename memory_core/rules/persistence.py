@@ -109,11 +109,15 @@ def _rule_sources(tx: Tx, scope: Scope, rule_id: str) -> list[Resource]:
 
 
 def _is_current(stored: Resource | None, plan: DocumentPlan) -> bool:
-    """The stored document is this plan's text, parsed by this plan's parser version."""
+    """The stored document is this plan's text, parsed by this plan's parser version and
+    indexed by this plan's index version."""
     return (
         stored is not None
         and stored.content_hash == plan.content_hash
-        and stored.metadata.get("parser_version") == plan.resource_metadata["parser_version"]
+        and all(
+            stored.metadata.get(key) == plan.resource_metadata[key]
+            for key in ("parser_version", "index_version")
+        )
     )
 
 
