@@ -1,6 +1,6 @@
 """Labelled evaluation of directive retrieval: recall within a token budget.
 
-For each task of a task file (``sample_tasks.json``, ``public_tasks.json``) the labelled
+For each task of the task file (``sample_tasks.json``) the labelled
 directives are the ones a senior engineer would want surfaced. We ingest the task file's
 corpus into a fresh store with the real local embedder and measure, at the same budget:
 
@@ -38,7 +38,7 @@ from memory_core.service import Memoir  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 _ENV = {k: v for k, v in os.environ.items() if k.startswith("MEMOIR_RULES__")}
-TASK_FILES = ("sample_tasks.json", "public_tasks.json")
+TASK_FILES = ("sample_tasks.json",)
 
 
 def _matches(label: list[str], rule_id: str, statement: str) -> bool:
@@ -51,12 +51,11 @@ def _recall(expected: list[list[str]], chosen: list[tuple[str, str]]) -> float:
 
 
 async def _evaluate(
-    task_file: Path, budget: int, verbose: bool, embedder_spec: str, public: Path | None
+    task_file: Path, budget: int, verbose: bool, embedder_spec: str
 ) -> dict[str, Any]:
     spec = json.loads(task_file.read_text(encoding="utf-8"))
     names = spec["corpus"] if isinstance(spec["corpus"], list) else [spec["corpus"]]
-    corpora = [public if name == "@public" else (ROOT / name).resolve() for name in names]
-    corpora = [c for c in corpora if c is not None]
+    corpora = [(ROOT / name).resolve() for name in names]
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(cwd=Path(tmp), environ=_ENV)
         memoir = await Memoir.open(
@@ -215,22 +214,12 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--only", default=None, help="one task file name")
-    parser.add_argument(
-        "--public-rules",
-        type=Path,
-        default=os.environ.get("MEMOIR_EVAL_PUBLIC_RULES"),
-        help="folder with the public rule files of SOURCES.md",
-    )
     args = parser.parse_args()
-    public = args.public_rules.resolve() if args.public_rules else None
     for name in TASK_FILES:
         path = HERE / name
         if not path.exists() or (args.only and name != args.only):
             continue
-        if '"@public"' in path.read_text(encoding="utf-8") and public is None:
-            print(f"skipping {name}: no --public-rules folder (see SOURCES.md)", file=sys.stderr)
-            continue
-        summary = anyio.run(_evaluate, path, args.budget, args.verbose, args.embedder, public)
+        summary = anyio.run(_evaluate, path, args.budget, args.verbose, args.embedder)
         print(json.dumps(summary, indent=1))
 
 
