@@ -152,7 +152,7 @@ def main() -> None:
     if args.fill_only:
         return
 
-    rng = random.Random(11)  # the same queries and conversations whether or not it filled
+    rng = random.Random(11)  # the same queries whether or not this run filled the store
     asked = [f"{rng.choice(words)} {rng.choice(words)} migration" for _ in range(queries)]
     selector = ScopeSelector(org_id="acme", user_id=ANY)
     runners: dict[str, Any] = {
@@ -172,7 +172,10 @@ def main() -> None:
     results: dict[str, dict[str, list[float]]] = {
         label: {"retrieve": [], "memorize": []} for label in wanted
     }
-    chats = [_chat(rng, words) for _ in range(memorizes * len(wanted))]
+    # New conversations for every run on a reused store (the store grows with each run): the
+    # same ones again would find their statements stored and measure the merge path instead.
+    talk = random.Random(stored)
+    chats = [_chat(talk, words) for _ in range(memorizes * len(wanted))]
     for turn in range(args.rounds):
         order = wanted[turn % len(wanted) :] + wanted[: turn % len(wanted)]
         for label in order:
