@@ -59,7 +59,8 @@ def copy_layer(sqlite_path: Path, pg_url: str) -> dict[str, float]:
     target.store.upsert_items(items[:1])  # types the vector column and creates its index
     with psycopg.connect(pg_url, autocommit=True) as conn:
         found = conn.execute(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = 'layer_item_hnsw'"
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'layer_item_hnsw' "
+            "AND schemaname = current_schema()"
         ).fetchone()
         assert found is not None, "the PostgreSQL layer store has no HNSW index"
         conn.execute("DROP INDEX layer_item_hnsw")
@@ -101,16 +102,11 @@ def _answers(service: MemoryService, asked: list[str]) -> list[list[str]]:
     return out
 
 
-def check(items: int) -> bool:
-    """Memorize-filled PostgreSQL against a copy of a memorize-filled SQLite (same seed)."""
-    folder = Path(tempfile.mkdtemp(prefix="memoir-layer-copy-"))
-    server = PgServer(None)
-    filled_url, copied_url = server.database(), server.database()
-    sqlite_path = folder / "layer.db"
-    for metadata in (
-        {"provider": "sqlite", "path": str(sqlite_path)},
-        {"provider": "postgres", "url": filled_url},
-    ):
+def fill_and_copy(items: int, sqlite_path: Path, filled_url: str, copied_url: str) -> None:
+    """Fill ``sqlite_path`` and ``filled_url`` through ``memorize`` (the bench fill, same seed),
+    then copy the SQLite rows into ``copied_url``."""
+    sqlite = {"provider": "sqlite", "path": str(sqlite_path)}
+    for metadata in (sqlite, {"provider": "postgres", "url": filled_url}):
         rng = random.Random(7)
         words = _vocabulary(rng)
         service = _service(metadata, SyncRunner())
@@ -120,6 +116,12 @@ def check(items: int) -> bool:
         service.close()
     copied = copy_layer(sqlite_path, copied_url)
     _log(f"check: copied {copied['items']} items in {copied['total_s']:.0f} s")
+
+
+def compare(filled_url: str, copied_url: str, queries: int = 30) -> dict[str, int | bool]:
+    """What a search depends on, in a memorize-filled and a copied PostgreSQL layer: items (id,
+    text, category, status, version), categories (scope, key, item count), and the retrieve
+    answers (layer reached, item ids in order) to ``queries`` bench queries."""
     filled = _service({"provider": "postgres", "url": filled_url}, SyncRunner())
     copy = _service({"provider": "postgres", "url": copied_url}, SyncRunner())
 
@@ -129,22 +131,41 @@ def check(items: int) -> bool:
             for r in service.store.items(EVERYONE, status=None)
         }
 
+    def categories(service: MemoryService) -> set[tuple[Any, ...]]:
+        found = service.store.categories(EVERYONE)
+        return {(c.scope["user_id"], c.category_key, c.item_count) for c in found}
+
     a, b = rows(filled), rows(copy)
-    print(f"items: memorize-filled {len(a)}, copied {len(b)}, identical {len(a & b)}")
-    cats = [
-        {(c.scope["user_id"], c.category_key, c.item_count) for c in s.store.categories(EVERYONE)}
-        for s in (filled, copy)
-    ]
-    print(f"categories (user, key, item count): identical {cats[0] == cats[1]}")
     rng = random.Random(11)
     words = _vocabulary(random.Random(7))
-    asked = [f"{rng.choice(words)} {rng.choice(words)} migration" for _ in range(30)]
-    got = _answers(filled, asked), _answers(copy, asked)
-    same = sum(x == y for x, y in zip(*got, strict=True))
-    print(f"retrieve answers (item ids, in order): {same}/{len(asked)} identical")
+    asked = [f"{rng.choice(words)} {rng.choice(words)} migration" for _ in range(queries)]
+    answers = _answers(filled, asked), _answers(copy, asked)
+    result: dict[str, int | bool] = {
+        "items_filled": len(a),
+        "items_copied": len(b),
+        "items_identical": len(a & b),
+        "categories_identical": categories(filled) == categories(copy),
+        "answers_identical": sum(x == y for x, y in zip(*answers, strict=True)),
+        "queries": queries,
+    }
     filled.close()
     copy.close()
-    return a == b and same == len(asked)
+    return result
+
+
+def check(items: int) -> bool:
+    """Memorize-filled PostgreSQL against a copy of a memorize-filled SQLite (same seed)."""
+    server = PgServer(None)
+    filled_url, copied_url = server.database(), server.database()
+    folder = Path(tempfile.mkdtemp(prefix="memoir-layer-copy-"))
+    fill_and_copy(items, folder / "layer.db", filled_url, copied_url)
+    found = compare(filled_url, copied_url)
+    print(found)
+    return (
+        found["items_filled"] == found["items_copied"] == found["items_identical"]
+        and found["categories_identical"] is True
+        and found["answers_identical"] == found["queries"]
+    )
 
 
 def main() -> None:
