@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,11 +152,18 @@ _Chat = tuple[dict[str, str], list[str]]
 
 
 def fill(
-    service: MemoryService, items: int, rng: random.Random, words: list[str], statements: int
+    service: MemoryService,
+    items: int,
+    rng: random.Random,
+    words: list[str],
+    statements: int,
+    progress: Callable[[int, float], None] | None = None,
 ) -> tuple[int, float, list[_Chat]]:
     """Memorize conversations of ``statements`` statements each (spread over the 20 users)
     until the store holds ``items`` items: the same pipeline and persist path as any memorize,
-    only more items per run. Returns the items stored, the seconds it took and the chats."""
+    only more items per run. A store that already holds some items is topped up. ``progress``
+    gets (items stored, seconds so far) at each count. Returns the items stored, the seconds it
+    took and the chats."""
     if statements > 40:  # the extract step keeps at most max_items candidates per resource
         service.config("extract_items", max_items=statements)
     everyone = {"org_id": ("acme",), "user_id": None}
@@ -169,6 +177,8 @@ def fill(
         service.memorize(scope, conversation=[{"role": "user", "content": " ".join(sentences)}])
         if len(chats) % 10 == 0 or items - stored < 2 * statements:
             stored = service.store.count_items(everyone)
+            if progress is not None:
+                progress(stored, time.perf_counter() - started)
     return stored, time.perf_counter() - started, chats
 
 
