@@ -315,7 +315,9 @@ def test_seconds_of_age_do_not_outweigh_relevance_inside_the_gate() -> None:
     assert apart[1].total > apart[0].total
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 async def test_an_exact_match_outranks_near_misses_saved_seconds_after_it(
     backend: str, tmp_path: Path
 ) -> None:
