@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 __all__ = [
+    "RECENCY_MIN_SPREAD",
     "Candidate",
     "TriScore",
     "age_seconds",
@@ -76,9 +77,19 @@ def tri_score(
     return TriScore(rel, rec, importance, alpha * rel + beta * rec + gamma * importance)
 
 
-def _scaled(values: list[float]) -> list[float]:
+# Recency is min-max scaled over a spread of at least this much (about 17 hours of age
+# between fresh entries at the default tau of 7 days). Scaled over their own spread, entries
+# saved seconds apart (recency 0.99999 against 0.99998: an agent's burst of writes, a team's
+# servers) spanned the whole [0, 1] range, and every near miss inside the relevance gate
+# saved after an exact match outranked it, until the budget cut the match
+# (tests/server/test_team_server.py).
+RECENCY_MIN_SPREAD = 0.1
+
+
+def _scaled(values: list[float], *, min_spread: float = 0.0) -> list[float]:
     low, high = min(values), max(values)
-    return [0.0 if high == low else (v - low) / (high - low) for v in values]
+    spread = max(high - low, min_spread)
+    return [0.0 if spread == 0 else (v - low) / spread for v in values]
 
 
 def weigh(
@@ -96,7 +107,8 @@ def weigh(
     With ``normalise`` each component is first scaled to [0, 1] by min-max over the candidate
     set (Park et al., *Generative Agents*, §4.1: "we normalize the recency, relevance, and
     importance scores to the range of [0, 1] using min-max scaling"); a component equal across
-    all candidates scales to 0 (it cannot order them).
+    all candidates scales to 0 (it cannot order them). Recency is scaled over a spread of at
+    least :data:`RECENCY_MIN_SPREAD`, so seconds of age do not weigh as much as days.
 
     ``lift`` is the relevance gate: 1 for a candidate whose raw relevance is at least
     ``relevance_gate`` times the best raw relevance of the set, else 0. Recency and importance
@@ -109,7 +121,7 @@ def weigh(
         return []
     if normalise:
         rel = _scaled([s.relevance for s in scores])
-        rec = _scaled([s.recency for s in scores])
+        rec = _scaled([s.recency for s in scores], min_spread=RECENCY_MIN_SPREAD)
         imp = _scaled([s.importance for s in scores])
     else:
         rel = [s.relevance for s in scores]

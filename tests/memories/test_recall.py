@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from memory_testkit import SPACE
 
+from memory_core.config import load_settings
+from memory_core.embed import create_embedder
 from memory_core.errors import DatabaseUnavailableError
 from memory_core.memories.ranking import TriScore, weigh
 from memory_core.memories.service import MemoryService
@@ -277,3 +279,78 @@ async def test_an_important_recent_entry_off_the_topic_does_not_outrank_the_answ
         "when does the invoice export run", space=SPACE, now=NOW
     )
     assert spec_sum.results[0].id == noise.memory.id  # the plain sum lets importance win
+
+
+# An exact match saved a minute before a burst of near misses (each inside the relevance
+# gate: cosine 0.84-0.89 with the hashing embedder; no two near-duplicates, no conflicts).
+_EXACT = (
+    "the release notes for the payments service are drafted in the shared wiki page by the "
+    "platform team"
+)
+_TEAMS = (
+    "billing", "ledger", "checkout", "invoices", "refunds", "payouts", "wallet", "pricing",
+    "tax", "fraud", "orders", "catalog", "search", "accounts", "identity",
+)  # fmt: skip
+
+
+def test_seconds_of_age_do_not_outweigh_relevance_inside_the_gate() -> None:
+    """Min-max scaling stretched recency values 1e-5 apart over the whole [0, 1] range, so an
+    entry inside the gate outranked the exact match by being saved a few seconds later."""
+    minute = 60 / 86_400
+
+    def score(relevance: float, days_old: float) -> TriScore:
+        return TriScore(relevance, math.exp(-days_old / 7), 0.5, 0.0)
+
+    scores = [score(1.0, minute)] + [score(0.85, minute * n / 60) for n in range(12)]
+    totals = [s.total for s in weigh(scores, alpha=1, beta=1, gamma=1, relevance_gate=0.8)]
+    assert totals[0] == max(totals), totals
+    # Ages days apart still order entries inside the gate (the point of the lift).
+    apart = weigh(
+        [score(1.0, 3.0), score(0.95, 0.0), score(0.5, 3.0)],
+        alpha=1,
+        beta=1,
+        gamma=1,
+        relevance_gate=0.8,
+    )
+    assert apart[1].total > apart[0].total
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_an_exact_match_outranks_near_misses_saved_seconds_after_it(
+    backend: str, tmp_path: Path
+) -> None:
+    """Found by tests/server/test_team_server.py: a recall by a memory's whole text, right
+    after other agents saved a dozen loosely similar memories, did not return it (the final
+    listing had it; a second recall missed it too). Nothing was stale: the ranking put every
+    newer entry inside the relevance gate above the exact match, and the token budget cut it."""
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    if backend == "postgres":
+        from store_testkit import fresh_pg_database, start_pgserver  # tests/storage
+
+        url = fresh_pg_database(start_pgserver())
+    settings = load_settings({}, cwd=tmp_path, environ={})
+    memoir = await Memoir.open(url, settings=settings, embedder=create_embedder("hash:384"))
+    try:
+        start = NOW - timedelta(minutes=1)
+        exact = await memoir.memories.remember(
+            _EXACT, space=SPACE, created_at=start.isoformat(), now=start
+        )
+        assert exact.status == "created" and exact.memory is not None
+        for n, team in enumerate(_TEAMS, start=1):
+            text = _EXACT.replace("payments", team).replace("platform", team)
+            moment = start + timedelta(seconds=n)
+            near = await memoir.memories.remember(
+                text, space=SPACE, created_at=moment.isoformat(), now=moment
+            )
+            assert near.status == "created", near
+        found = await memoir.memories.recall(_EXACT, space=SPACE, now=NOW)
+        inside_gate = [r for r in found.results if r.scores.relevance >= 0.8]
+        assert len(inside_gate) >= 10, [r.scores for r in found.results]  # what this is about
+        ranked = [(r.id, r.scores.relevance, r.scores.total) for r in found.results]
+        assert ranked[0][0] == exact.memory.id, (
+            f"the memory recalled by its whole text is not first: {ranked}"
+        )
+    finally:
+        await memoir.close()

@@ -13,10 +13,9 @@ top 12 and rewrites their scores).
 
 Asserted: no lost write (every acknowledged write is found by every client, on every server,
 in the final sweep), no duplicated write (each memory listed once, a text saved twice at once
-is one memory and one chunk), every knowledge read right after another server's acknowledgment
-finds the write (read-your-team's-writes), and the whole run is bounded in time. A memory recall
-that misses right after another server's acknowledgment is reported as an expected failure
-with what the server holds and ranks: an open defect (1 run in 16 under heavy load).
+is one memory and one chunk), every read right after another server's acknowledgment finds the
+write (read-your-team's-writes: memories by ``recall``, knowledge by ``query``), and the whole
+run is bounded in time. A miss says what the reading server lists and ranks for it.
 """
 
 from __future__ import annotations
@@ -250,9 +249,11 @@ async def test_three_servers_twenty_clients_lose_and_duplicate_nothing(
         result = await c.call_tool("query", {"question": shared_knowledge})
     sources = [s["text"] for s in result.structured_content["sources"]]
     assert sum("qshared" in text for text in sources) == 1, sources
-    stale_knowledge = [s for s in stale if " knowledge " in s]
-    assert stale_knowledge == [], f"reads right after another server's ack missed: {stale}"
-    if stale:
-        # Open defect: 1 run in 16 at load 13-17 on two cores, a recall right after another
-        # server acknowledged a memory missed it; the cause is not found yet.
-        pytest.xfail(f"a memory recall right after another server's ack missed: {stale}")
+    # A read by a write's whole text right after another server acknowledged it finds it.
+    # A memory recall missed here once in 16 runs: the recall ranked a dozen loosely similar
+    # memories saved seconds later above the exact match (recency scaled over seconds) and
+    # the token budget cut it (tests/memories/test_recall.py pins it).
+    assert stale == [], (
+        f"{len(stale)} reads right after another server's acknowledgment missed the write "
+        f"(each says what the reading server lists and ranks for it): {stale}"
+    )
