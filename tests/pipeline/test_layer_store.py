@@ -178,6 +178,50 @@ def test_sqlite_matrix_follows_another_connections_write(tmp_path: Any) -> None:
     second.close()
 
 
+def test_sqlite_matrix_survives_another_connections_write_of_no_items(tmp_path: Any) -> None:
+    """A run log (or category) committed by another process is no reason to re-read every
+    vector: the cached matrix is dropped only when items changed, by anyone."""
+    from memory_core.storage.layer.sqlite import SqliteLayerStore
+
+    first, second = SqliteLayerStore(tmp_path / "l.db"), SqliteLayerStore(tmp_path / "l.db")
+    first.provision(FIELDS, "create")
+    second.provision(FIELDS, "validate")
+    acme = {"org_id": ("acme",), "user_id": None}
+    eye = np.eye(4, dtype=np.float32)
+
+    def item(item_id: str, n: int) -> ItemRow:
+        return ItemRow(item_id, {"org_id": "acme", "user_id": "ann"}, "r", item_id, [], 0.5,
+                       "stable", embedding=eye[n])  # fmt: skip
+
+    reads: list[str] = []
+    first._conn.set_trace_callback(  # the statements the first store's connection runs
+        lambda statement: (
+            reads.append(statement) if "SELECT item_id, embedding" in statement else None
+        )
+    )
+    first.upsert_items([item("a", 0)])
+    assert [h[0] for h in first.vector_search(acme, eye[1], 5)] == ["a"]
+    assert len(reads) == 1
+    second.add_run(RunRow("r1", "retrieve", {"status": "ok"}, 1.0))
+    assert [h[0] for h in first.vector_search(acme, eye[1], 5)] == ["a"]
+    assert len(reads) == 1, "another connection's run log re-read the vectors"
+
+    second.upsert_items([item("b", 1)])  # another connection's item: read again
+    assert [h[0] for h in first.vector_search(acme, eye[1], 5)] == ["b", "a"]
+    assert len(reads) == 2
+    first.upsert_items([item("c", 2)])  # this store's own item: updated in place
+    assert [h[0] for h in first.vector_search(acme, eye[2], 1)] == ["c"]
+    assert len(reads) == 2
+
+    # another connection's item, then this store's own write before its next search: the
+    # in-place update must not hide the other item
+    second.upsert_items([item("d", 3)])
+    first.upsert_items([item("e", 3)])
+    assert {h[0] for h in first.vector_search(acme, eye[3], 2)} == {"d", "e"}
+    first.close()
+    second.close()
+
+
 def test_the_finished_run_of_an_engine_run_id_is_its_newest_ok_log(store: LayerStore) -> None:
     def log(run_id: str, kind: str, engine_id: str | None, status: str, at: float) -> None:
         body = {"status": status, **({"runner_run_id": engine_id} if engine_id else {})}

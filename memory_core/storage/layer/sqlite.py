@@ -4,14 +4,17 @@ Every core table gets the user's scope fields, in order, as ``TEXT NOT NULL`` co
 composite index starts with them. Item text is indexed by an external-content FTS5 table (kept
 in step by hand: FTS5 does not follow its content table). Vectors are float32 blobs compared by
 brute force in numpy (§11.2); the matrix of a scope range is cached and kept current row by
-row by this store's own writes, and rebuilt when another connection writes
-(``PRAGMA data_version``).
+row by this store's own writes, and rebuilt when another connection changes items: triggers
+count every change of ``layer_item`` in ``layer_item_generation``, read only when
+``PRAGMA data_version`` says another connection committed something (a run log, a category or
+an intention written elsewhere no longer drops the matrix).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -78,12 +81,37 @@ def layer_ddl(fields: Sequence[str]) -> list[str]:
         "change TEXT NOT NULL, pipelines TEXT NOT NULL, created_at REAL NOT NULL)",
         "CREATE TABLE IF NOT EXISTS layer_run (run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
         "body TEXT NOT NULL, created_at REAL NOT NULL)",
+        *ITEM_GENERATION_DDL,
     ]
+
+
+# Every change of an item row, by any connection, counts one: a cached vector matrix is valid
+# while the count is the one it was read at.
+ITEM_GENERATION_DDL = [
+    "CREATE TABLE IF NOT EXISTS layer_item_generation "
+    "(id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO layer_item_generation (id, value) VALUES (1, 0)",
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS layer_item_generation_{event.lower()} AFTER {event} "
+        "ON layer_item BEGIN UPDATE layer_item_generation SET value = value + 1 WHERE id = 1; END"
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ),
+]
 
 
 def scope_where(selector: ScopeFilter, alias: str = "") -> tuple[str, list[Any]]:
     """``(sql, params)`` for a selector: ``field = ?`` / ``field IN (?, …)``; ANY adds nothing."""
     return sql.scope_where(selector, mark="?", alias=alias)
+
+
+@dataclass
+class _CachedBlock:
+    """The vectors of one selector, as of ``data_version`` and the item ``generation``."""
+
+    data_version: int
+    generation: int | None
+    selector: ScopeFilter
+    block: VectorBlock
 
 
 def _blob_vector(blob: bytes) -> np.ndarray:
@@ -107,9 +135,10 @@ class SqliteLayerStore:
         self._lock = threading.RLock()
         self._in_transaction = False  # an atomically() block holds the lock and a transaction
         self._fields: tuple[str, ...] = ()
-        # selector -> (data_version when read, selector, its vectors); this store's writes
-        # update the blocks in place, another connection's write (data_version) drops them
-        self._matrix_cache: dict[Any, tuple[int, ScopeFilter, VectorBlock]] = {}
+        # selector -> its cached vectors; this store's writes update the blocks in place,
+        # another connection's change of items (the item generation) drops them
+        self._matrix_cache: dict[Any, _CachedBlock] = {}
+        self._generation_table = False  # a store provisioned before the table had none
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -180,6 +209,12 @@ class SqliteLayerStore:
                     hint="use the scope model the database was created with, or a new database",
                 )
         self._fields = fields
+        self._generation_table = "layer_item_generation" in tables
+
+    def _item_generation(self, conn: Any) -> int | None:
+        if not self._generation_table:
+            return None
+        return int(conn.execute("SELECT value FROM layer_item_generation").fetchone()[0])
 
     def _ensure_meta_table(self) -> None:
         self._write(lambda c: c.execute(sql.META_TABLE_DDL))
@@ -225,7 +260,10 @@ class SqliteLayerStore:
         cols = self._cols()
         marks = sql.marks("?", len(self._fields) + 12)
 
+        generations: list[int | None] = []
+
         def work(conn: Any) -> None:
+            generations.append(self._item_generation(conn))
             for row in rows:
                 old = conn.execute(
                     "SELECT rowid, text, status FROM layer_item WHERE item_id = ?", [row.item_id]
@@ -255,9 +293,17 @@ class SqliteLayerStore:
                         "INSERT INTO layer_item_fts(rowid, text) VALUES (?, ?)", [rowid, row.text]
                     )
 
+            generations.append(self._item_generation(conn))
+
         with self._lock:
             self._write(work)
-            for _, selector, block in self._matrix_cache.values():
+            before, after = generations
+            for key, cached in list(self._matrix_cache.items()):
+                if cached.generation != before:
+                    del self._matrix_cache[key]  # it missed another connection's change
+                    continue
+                cached.generation = after
+                selector, block = cached.selector, cached.block
                 for row in rows:
                     live = row.status == "active" and row.embedding is not None
                     if live and matches(row.scope, selector):
@@ -338,7 +384,15 @@ class SqliteLayerStore:
         with self._lock:
             version = int(self._read("PRAGMA data_version")[0][0])
             cached = self._matrix_cache.get(key)
-            if cached is None or cached[0] != version:
+            if cached is not None and cached.data_version != version:
+                # another connection committed: only a change of items invalidates
+                generation = self._item_generation(self._conn)
+                if generation is not None and generation == cached.generation:
+                    cached.data_version = version
+                else:
+                    cached = None
+            if cached is None:
+                generation = self._item_generation(self._conn)  # before the rows: never newer
                 where, params = scope_where(selector)
                 rows = self._read(
                     f"SELECT item_id, embedding FROM layer_item WHERE {where} "
@@ -350,9 +404,9 @@ class SqliteLayerStore:
                     block.put(item_id, np.frombuffer(blob, dtype=np.float32))
                 if len(self._matrix_cache) > 32:
                     self._matrix_cache.clear()
-                cached = (version, dict(selector), block)
+                cached = _CachedBlock(version, generation, dict(selector), block)
                 self._matrix_cache[key] = cached
-            return cached[2].top(vector, k)
+            return cached.block.top(vector, k)
 
     def vector_search_many(
         self, selector: ScopeFilter, vectors: Sequence[np.ndarray], k: int
