@@ -34,6 +34,7 @@ from memory_core.pipeline.contract import SyncRunner
 from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 from memory_core.pipeline.runners.temporal_workflow import RUN_STORED_STEP_ACTIVITY
+from tests.pipeline.layer_kit import ALICE, CHAT
 
 REPO = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 2.0
@@ -62,7 +63,8 @@ def _insert_gate(folder: Path) -> None:
     service = layer_service(folder / "layer.db", SyncRunner(), {"gate": gate})
     try:
         service.insert_after(
-            STOP_AFTER, step("gate", "gate", "check", folder=str(folder), heartbeat_timeout_s=HEARTBEAT_S)
+            STOP_AFTER,
+            step("gate", "gate", "check", folder=str(folder), heartbeat_timeout_s=HEARTBEAT_S),
         )
         service.config("gate", timeout_s=GATE_TIMEOUT_S)
     finally:
@@ -138,7 +140,10 @@ def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seco
         entry = box["entry"]
         order = [s.step_id for s in service_2.pipeline("memorize").enabled_steps()]
         after_gate = order[order.index("gate") + 1 :]
-        assert (entry["status"], entry["pipeline_revision"]) == ("ok", 3)  # the insert and the config edit
+        assert (entry["status"], entry["pipeline_revision"]) == (
+            "ok",
+            3,
+        )  # the insert and the config edit
         assert log.steps("worker-2") == after_gate, "the steps before the gate did not run again"
         me = os.getpid()
         assert _gate_log(tmp_path) == [f"{worker_1.pid} start", f"{me} start", f"{me} done"]
@@ -153,9 +158,57 @@ def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seco
         service_2.close()
 
 
-async def _gate_attempts(
-    address: str, workflow_id: str, order: list[str]
-) -> list[tuple[str, str]]:
+@pytest.mark.slow
+def test_a_live_worker_keeps_a_step_longer_than_its_heartbeat_timeout_in_one_attempt(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    runner = TemporalRunner(address=temporal_address, sandboxed=False, heartbeat_timeout_s=1.0)
+    service = layer_service(tmp_path / "layer.db", runner, {"gate": gate})
+    try:
+        service.insert_after(STOP_AFTER, step("gate", "gate", "check", folder=str(tmp_path)))
+        box: dict[str, Any] = {}
+        memorizing = threading.Thread(
+            target=lambda: box.update(result=service.memorize(ALICE, conversation=CHAT)),
+            daemon=True,
+        )
+        memorizing.start()
+        deadline = time.monotonic() + WAIT_S
+        while _gate_log(tmp_path) != [f"{os.getpid()} start"]:
+            assert time.monotonic() < deadline, "the gate never started"
+            time.sleep(0.05)
+        released = threading.Event()
+        # Hold the step for 4 heartbeat timeouts: only its heartbeats keep the attempt alive.
+        assert not released.wait(4.0)
+        (tmp_path / "release").touch()
+        memorizing.join(WAIT_S)
+
+        assert "result" in box, "the memorize did not finish"
+        (run,) = service.runs()
+        assert run["status"] == "ok"
+        assert {s["step_id"]: s["attempts"] for s in run["steps"]}["gate"] == 1
+        assert _gate_log(tmp_path) == [f"{os.getpid()} start", f"{os.getpid()} done"]
+    finally:
+        service.close()
+
+
+def test_a_heartbeat_timeout_that_is_not_a_positive_number_is_refused_before_any_step(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    log = StepLog()
+    runner = TemporalRunner(address=temporal_address, sandboxed=False)
+    service = layer_service(tmp_path / "layer.db", runner, logged_steps(log, "worker"))
+    try:
+        service.config("extract_items", heartbeat_timeout_s="soon")
+
+        outcome = runner.run_stored("memorize", 2, {"scope": ALICE, "pipeline_revision": 2})
+
+        assert outcome.status == "failed" and log.calls == []
+        assert "step 'extract_items' has heartbeat_timeout_s = 'soon'" in (outcome.error or "")
+    finally:
+        service.close()
+
+
+async def _gate_attempts(address: str, workflow_id: str, order: list[str]) -> list[tuple[str, str]]:
     """For each scheduling of the gate's activity, in order: the worker that started it and how
     it closed; asserting that each scheduling follows the close of the one before (no two
     attempts of the gate were ever open at once)."""

@@ -221,8 +221,9 @@ class StoredPipelineWorkflow:
                     failed = _failed(state, call, exc, [])
                     if _worker_lost(exc):
                         failed.error_message = (
-                            f"its worker was lost {lost + 1} times (no heartbeat for "
-                            f"{heartbeat_s:g} s, its heartbeat_timeout_s)"
+                            f"its worker was lost: no heartbeat for {heartbeat_s:g} s (its "
+                            f"heartbeat_timeout_s), {lost + 1} time(s) (worker_losses = "
+                            f"{run.worker_losses})"
                         )
                         failed.timed_out = False
                     cause = f"{failed.error_type}: {failed.error_message}"
