@@ -51,7 +51,10 @@ from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 from tests.pipeline.layer_kit import ALICE, CHAT
 
 folder, address, queue = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-runner = TemporalRunner(address=address, task_queue=queue, identity="worker-1")
+local = sys.argv[4:] == ["local"]
+runner = TemporalRunner(
+    address=address, task_queue=queue, identity="worker-1", local_activities=local
+)
 steps = {**logged_steps(StepLog(), "worker-1"), "gate": gate}
 service = layer_service(folder / "layer.db", runner, steps)
 service.memorize(ALICE, conversation=CHAT)
@@ -85,37 +88,41 @@ def _gate_log(folder: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-@pytest.mark.slow
-def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seconds(
-    tmp_path: Path, temporal_address: str
-) -> None:
-    reference = uninterrupted_memorize(tmp_path / "baseline.db")
-    _insert_gate(tmp_path)
-    queue = f"memoir-killed-{uuid.uuid4().hex[:8]}"
-    script = tmp_path / "worker_1.py"
+def _kill_worker_1_in_the_gate(
+    folder: Path, address: str, queue: str, *, local: bool = False
+) -> tuple[str, int]:
+    """Starts worker-1 in a subprocess, SIGKILLs it once its memorize is held in the gate, and
+    releases the gate for the next attempt. Returns the run's workflow id and worker-1's pid."""
+    script = folder / "worker_1.py"
     script.write_text(WORKER_1)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests" / "pipeline_runners")])
     worker_1 = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path), temporal_address, queue],
+        [sys.executable, str(script), str(folder), address, queue, *(["local"] if local else [])],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
-        _wait_for(lambda: _gate_log(tmp_path) == [f"{worker_1.pid} start"], "the gate", worker_1)
+        _wait_for(lambda: _gate_log(folder) == [f"{worker_1.pid} start"], "the gate", worker_1)
     finally:
         worker_1.send_signal(signal.SIGKILL)  # no graceful stop, no failure reported
         worker_1.wait(timeout=10)
-    killed_at = time.monotonic()
-    workflow_id = (tmp_path / "workflow_id").read_text()
-    (tmp_path / "release").touch()  # the next attempt of the gate passes at once
+    (folder / "release").touch()  # the next attempt of the gate passes at once
+    return (folder / "workflow_id").read_text(), worker_1.pid
 
-    log = StepLog()
-    runner_2 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-2")
+
+def _resume_on_worker_2(
+    folder: Path, address: str, queue: str, workflow_id: str, log: StepLog, *, local: bool = False
+) -> tuple[dict[str, Any], Any]:
+    """A new service on the same store with worker-2 on the same queue resumes the run (bounded
+    wait). Returns what resume returned or raised, and the service."""
+    runner_2 = TemporalRunner(
+        address=address, task_queue=queue, identity="worker-2", local_activities=local
+    )
     service_2 = layer_service(
-        tmp_path / "layer.db", runner_2, {**logged_steps(log, "worker-2"), "gate": gate}
+        folder / "layer.db", runner_2, {**logged_steps(log, "worker-2"), "gate": gate}
     )
     box: dict[str, Any] = {}
 
@@ -126,11 +133,26 @@ def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seco
             box["error"] = exc
 
     resumer = threading.Thread(target=resume, daemon=True)
-    try:
-        resumer.start()
-        resumer.join(FINISHED_WITHIN_S)
-        finished_after_s = time.monotonic() - killed_at
+    resumer.start()
+    resumer.join(FINISHED_WITHIN_S)
+    return box, service_2
 
+
+@pytest.mark.slow
+def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seconds(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    reference = uninterrupted_memorize(tmp_path / "baseline.db")
+    _insert_gate(tmp_path)
+    queue = f"memoir-killed-{uuid.uuid4().hex[:8]}"
+    workflow_id, worker_1_pid = _kill_worker_1_in_the_gate(tmp_path, temporal_address, queue)
+    killed_at = time.monotonic()
+    log = StepLog()
+
+    box, service_2 = _resume_on_worker_2(tmp_path, temporal_address, queue, workflow_id, log)
+    finished_after_s = time.monotonic() - killed_at
+
+    try:
         assert "error" not in box, box.get("error")
         assert "entry" in box, (
             f"the run did not finish within {FINISHED_WITHIN_S:g} s of the kill "
@@ -146,7 +168,7 @@ def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seco
         )  # the insert and the config edit
         assert log.steps("worker-2") == after_gate, "the steps before the gate did not run again"
         me = os.getpid()
-        assert _gate_log(tmp_path) == [f"{worker_1.pid} start", f"{me} start", f"{me} done"]
+        assert _gate_log(tmp_path) == [f"{worker_1_pid} start", f"{me} start", f"{me} done"]
         attempts = {s["step_id"]: s["attempts"] for s in entry["steps"]}
         assert attempts["gate"] == 2, "the attempt lost with worker-1, then worker-2's"
         assert all(attempts[s] == 1 for s in order if s != "gate")
@@ -154,6 +176,40 @@ def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seco
 
         gate_attempts = asyncio.run(_gate_attempts(temporal_address, workflow_id, order))
         assert gate_attempts == [("worker-1", "heartbeat timeout"), ("worker-2", "completed")]
+    finally:
+        service_2.close()
+
+
+@pytest.mark.slow
+def test_with_local_activities_a_killed_workers_run_is_replayed_with_its_unrecorded_steps(
+    tmp_path: Path, temporal_address: str
+) -> None:
+    """Local activities cannot heartbeat: the new worker takes the run once the killed worker's
+    workflow task times out, and runs again every step whose result the killed worker had not
+    yet recorded in the history (here every step: they ran within one workflow task)."""
+    reference = uninterrupted_memorize(tmp_path / "baseline.db")
+    _insert_gate(tmp_path)
+    queue = f"memoir-killed-local-{uuid.uuid4().hex[:8]}"
+    workflow_id, worker_1_pid = _kill_worker_1_in_the_gate(
+        tmp_path, temporal_address, queue, local=True
+    )
+    log = StepLog()
+
+    box, service_2 = _resume_on_worker_2(
+        tmp_path, temporal_address, queue, workflow_id, log, local=True
+    )
+
+    try:
+        assert "error" not in box, box.get("error")
+        assert "entry" in box, f"the run did not finish within {FINISHED_WITHIN_S:g} s"
+        assert box["entry"]["status"] == "ok"
+        order = [s.step_id for s in service_2.pipeline("memorize").enabled_steps()]
+        assert log.steps("worker-2") == [s for s in order if s != "gate"], (
+            "the steps worker-1 completed before the kill ran again on worker-2"
+        )
+        me = os.getpid()
+        assert _gate_log(tmp_path) == [f"{worker_1_pid} start", f"{me} start", f"{me} done"]
+        assert stored(service_2) == {k: v for k, v in reference.items() if k != "result"}
     finally:
         service_2.close()
 
