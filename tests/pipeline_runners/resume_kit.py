@@ -111,7 +111,7 @@ def gate(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
     `<folder>/release`, then notes `<pid> done`, its one effect."""
     folder = Path(spec.config["folder"])
     pid = os.getpid()
-    (folder / "workflow_id").write_text(activity.info().workflow_id)
+    (folder / "workflow_id").write_text(str(activity.info().workflow_id))
     with (folder / "gate.log").open("a") as log:
         log.write(f"{pid} start\n")
     deadline = time.monotonic() + GATE_WAIT_S
