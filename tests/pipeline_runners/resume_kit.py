@@ -3,11 +3,15 @@ memorize leaves in the store (to compare an interrupted run with an uninterrupte
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from temporalio import activity
 
 from memory_core.pipeline.contract import Runner, StepSpec, SyncRunner
 from memory_core.pipeline.editing import step
@@ -96,3 +100,25 @@ def uninterrupted_memorize(db: Path) -> dict[str, Any]:
     left.update(stored(service))
     service.close()
     return left
+
+
+GATE_WAIT_S = 90.0
+
+
+def gate(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
+    """A step that holds its run until the test releases it: it notes `<pid> start` in
+    `<folder>/gate.log` (and its workflow id in `<folder>/workflow_id`), waits (bounded) for
+    `<folder>/release`, then notes `<pid> done`, its one effect."""
+    folder = Path(spec.config["folder"])
+    pid = os.getpid()
+    (folder / "workflow_id").write_text(str(activity.info().workflow_id))
+    with (folder / "gate.log").open("a") as log:
+        log.write(f"{pid} start\n")
+    deadline = time.monotonic() + GATE_WAIT_S
+    while not (folder / "release").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the test never released the gate in {folder}")
+        time.sleep(0.05)
+    with (folder / "gate.log").open("a") as log:
+        log.write(f"{pid} done\n")
+    return {}

@@ -97,3 +97,30 @@ def test_a_temporal_layer_takes_a_fixed_task_queue(tmp_path: Path) -> None:
         assert service.runner.task_queue == "memoir-layer"
     finally:
         service.close()
+
+
+def test_a_temporal_layer_takes_its_heartbeat_timeout_and_worker_losses(tmp_path: Path) -> None:
+    layer = tmp_path / "memoir-layer.toml"
+    layer.write_text(
+        LAYER + '\n[runner]\nname = "temporal"\ntemporal_address = "127.0.0.1:7233"\n'
+        "heartbeat_timeout_s = 7.5\nworker_losses = 1\n"
+    )
+
+    service = open_layer_file(layer)
+
+    try:
+        assert isinstance(service.runner, TemporalRunner)
+        assert (service.runner.heartbeat_timeout_s, service.runner.worker_losses) == (7.5, 1)
+    finally:
+        service.close()
+
+
+def test_a_heartbeat_timeout_that_is_not_positive_is_named(tmp_path: Path) -> None:
+    layer = tmp_path / "memoir-layer.toml"
+    layer.write_text(
+        LAYER + '\n[runner]\nname = "temporal"\ntemporal_address = "127.0.0.1:7233"\n'
+        "heartbeat_timeout_s = 0\n"
+    )
+
+    with pytest.raises(ConfigError, match=r"heartbeat_timeout_s > 0 .*got 0"):
+        open_layer_file(layer)

@@ -63,6 +63,8 @@ from memory_core.pipeline.runners.temporal_stored import (
     stored_outcome,
 )
 from memory_core.pipeline.runners.temporal_workflow import (
+    DEFAULT_HEARTBEAT_TIMEOUT_S,
+    DEFAULT_WORKER_LOSSES,
     RUN_STEP_ACTIVITY,
     PipelineRunInput,
     PipelineRunResult,
@@ -121,10 +123,19 @@ class TemporalRunner:
             cancels them (a cancelled step fails its attempt).
         local_activities: run steps as local activities: the worker runs them and records
             each result in the workflow's history, with no round trip to the server per step
-            (much less overhead; for steps of seconds, not of minutes).
+            (much less overhead; for steps of seconds, not of minutes). A local activity
+            cannot heartbeat: `heartbeat_timeout_s` does not apply to it.
+        heartbeat_timeout_s: a stored step's heartbeat timeout when its config sets no
+            `heartbeat_timeout_s`: its worker heartbeats every third of it while the step
+            runs, and an attempt not heard from for that long (its worker was killed or cut
+            off) fails with a heartbeat timeout, which Temporal retries like any failure.
+        worker_losses: how many times a stored step whose attempts ended with a heartbeat
+            timeout is scheduled again by the workflow, even with `retries = 0` (a lost
+            worker is not the step's own error).
 
     Raises:
-        ConfigError: neither or both of `address` and `dev_server`.
+        ConfigError: neither or both of `address` and `dev_server`; a heartbeat timeout that is
+            not positive or a negative `worker_losses`.
     """
 
     name = "temporal"
@@ -144,6 +155,8 @@ class TemporalRunner:
         sandboxed: bool = True,
         local_activities: bool = False,
         graceful_shutdown_s: float = 30.0,
+        heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
+        worker_losses: int = DEFAULT_WORKER_LOSSES,
     ) -> None:
         if (address is None) == (not dev_server):
             raise ConfigError(
@@ -164,6 +177,15 @@ class TemporalRunner:
         self.sandboxed = sandboxed
         self.local_activities = local_activities
         self.graceful_shutdown_s = graceful_shutdown_s
+        if heartbeat_timeout_s <= 0 or worker_losses < 0:
+            raise ConfigError(
+                f"the Temporal runner needs heartbeat_timeout_s > 0 and worker_losses >= 0 "
+                f"(got {heartbeat_timeout_s!r}, {worker_losses!r})",
+                hint=f"heartbeat_timeout_s={DEFAULT_HEARTBEAT_TIMEOUT_S:g}, "
+                f"worker_losses={DEFAULT_WORKER_LOSSES}",
+            )
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.worker_losses = worker_losses
         self._runs: dict[str, _Run] = {}
         self._stored = StoredActivities(self.identity)
         self._waiting: set[Future[Any]] = set()  # callers waiting on the loop (runs' results)
@@ -310,6 +332,8 @@ class TemporalRunner:
             default_step_timeout_s=self.default_step_timeout_s,
             retry_initial_interval_s=self.retry_initial_interval_s,
             local_activities=self.local_activities,
+            default_heartbeat_timeout_s=self.heartbeat_timeout_s,
+            worker_losses=self.worker_losses,
         )
         try:
             result: StoredRunResult = self._call(

@@ -9,7 +9,11 @@ run it.
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from temporalio import activity
@@ -23,6 +27,7 @@ from memory_core.pipeline.contract import (
     RunOutcome,
     State,
     StepSource,
+    StepSpec,
     StepTiming,
 )
 from memory_core.pipeline.runners.temporal_workflow import (
@@ -35,7 +40,10 @@ from memory_core.pipeline.runners.temporal_workflow import (
     StoredStep,
 )
 
-__all__ = ["StoredActivities", "stored_input_state", "stored_outcome"]
+HEARTBEAT_CONFIG_KEY = "heartbeat_timeout_s"
+"""The step config key that sets a stored step's heartbeat timeout (seconds)."""
+
+__all__ = ["HEARTBEAT_CONFIG_KEY", "StoredActivities", "stored_input_state", "stored_outcome"]
 
 
 class StoredActivities:
@@ -53,7 +61,7 @@ class StoredActivities:
         except (NotFoundError, InvalidInputError) as exc:  # no retry can fix these
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         return [
-            StoredStep(step.step_id, step.retries, step.timeout_s)
+            StoredStep(step.step_id, step.retries, step.timeout_s, _heartbeat_timeout_s(step))
             for step in pipeline.enabled_steps()
         ]
 
@@ -64,7 +72,8 @@ class StoredActivities:
         source = self._attached()
         started = time.perf_counter()
         try:
-            produced = dict(source.run_stored_step(name, revision, step_id, state))
+            with _heartbeating():
+                produced = dict(source.run_stored_step(name, revision, step_id, state))
         except (NotFoundError, InvalidInputError) as exc:  # the run's address or scope is wrong
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         ms = (time.perf_counter() - started) * 1000
@@ -78,6 +87,54 @@ class StoredActivities:
                 non_retryable=True,
             )
         return self.source
+
+
+def _heartbeat_timeout_s(step: StepSpec) -> float | None:
+    """The step's config `heartbeat_timeout_s` (a positive number of seconds), if set.
+
+    Raises:
+        InvalidInputError: a value that is not a positive number.
+    """
+    value = step.config.get(HEARTBEAT_CONFIG_KEY)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InvalidInputError(
+            f"step {step.step_id!r} has {HEARTBEAT_CONFIG_KEY} = {value!r}, not a positive "
+            "number of seconds",
+            hint=f"service.config({step.step_id!r}, {HEARTBEAT_CONFIG_KEY}=20)",
+        )
+    return float(value)
+
+
+@contextmanager
+def _heartbeating() -> Iterator[None]:
+    """Heartbeats the current activity from a thread of its own while the block runs, every
+    third of its heartbeat timeout, so the server learns within that timeout that the worker
+    running the step is gone (a killed process sends nothing more). A local activity, or one
+    scheduled without a heartbeat timeout, is left alone (a local activity cannot heartbeat)."""
+    info = activity.info()
+    if info.is_local or not info.heartbeat_timeout:
+        yield
+        return
+    interval_s = info.heartbeat_timeout.total_seconds() / 3
+    done = threading.Event()
+    context = contextvars.copy_context()  # activity.heartbeat() finds its activity there
+
+    def beat() -> None:
+        while not done.wait(interval_s):
+            activity.heartbeat()
+
+    beater = threading.Thread(
+        target=context.run, args=(beat,), name=f"memoir-heartbeat-{info.activity_id}", daemon=True
+    )
+    activity.heartbeat()  # at once: the attempt has started on this worker
+    beater.start()
+    try:
+        yield
+    finally:
+        done.set()
+        beater.join(timeout=interval_s + 1)
 
 
 async def stored_input_state(client: Client, pipeline_name: str, run_id: str) -> State | None:

@@ -13,7 +13,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    TimeoutError,
+    TimeoutType,
+)
 
 from memory_core.pipeline.runners._attempts import timeout_message
 
@@ -107,6 +113,10 @@ PLAN_STORED_ACTIVITY = "memoir.plan_stored_run"
 RUN_STORED_STEP_ACTIVITY = "memoir.run_stored_step"
 PLAN_TIMEOUT_S = 60.0
 PLAN_RETRIES = 3
+DEFAULT_HEARTBEAT_TIMEOUT_S = 20.0
+"""A stored step's heartbeat timeout when neither its config nor the runner sets one."""
+DEFAULT_WORKER_LOSSES = 3
+"""How many times a stored step lost with its worker is scheduled again (beyond its retries)."""
 
 
 @dataclass
@@ -116,6 +126,8 @@ class StoredStep:
     step_id: str
     retries: int
     timeout_s: float | None
+    heartbeat_timeout_s: float | None = None
+    """The step's config `heartbeat_timeout_s`, if it sets one."""
 
 
 @dataclass
@@ -129,6 +141,8 @@ class StoredRunInput:
     default_step_timeout_s: float = 600.0
     retry_initial_interval_s: float = 1.0
     local_activities: bool = False
+    default_heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S
+    worker_losses: int = DEFAULT_WORKER_LOSSES
 
 
 @dataclass
@@ -167,9 +181,6 @@ class StoredPipelineWorkflow:
     @workflow.run
     async def run(self, run: StoredRunInput) -> StoredRunResult:
         state = dict(run.state)
-        execute = (
-            workflow.execute_local_activity if run.local_activities else workflow.execute_activity
-        )
         try:
             # A local activity: a read of the store, recorded in the history as a marker
             # without a round trip through the server's task queue (about 100 ms here).
@@ -191,37 +202,88 @@ class StoredPipelineWorkflow:
         timings: list[StepTimingRecord] = []
         for step in plan:
             timeout_s = step.timeout_s if step.timeout_s is not None else run.default_step_timeout_s
-            try:
-                done: StepDone = await execute(
-                    RUN_STORED_STEP_ACTIVITY,
-                    args=[run.pipeline, run.revision, step.step_id, state],
-                    start_to_close_timeout=timedelta(seconds=timeout_s),
-                    retry_policy=RetryPolicy(
-                        maximum_attempts=step.retries + 1,
-                        initial_interval=timedelta(seconds=run.retry_initial_interval_s),
-                    ),
-                    result_type=StepDone,
-                )
-            except FailureError as exc:
-                call = StepCall(step.step_id, len(timings), step.retries, timeout_s)
-                failed = _failed(state, call, exc, [])
-                cause = f"{failed.error_type}: {failed.error_message}"
-                timings.append(
-                    StepTimingRecord(
-                        step.step_id,
-                        timeout_s * 1000 if failed.timed_out else 0.0,
-                        step.retries + 1,
-                        cause,
+            heartbeat_s = (
+                step.heartbeat_timeout_s
+                if step.heartbeat_timeout_s is not None
+                else run.default_heartbeat_timeout_s
+            )
+            lost = 0  # schedulings whose last attempt died with its worker (heartbeat timeout)
+            while True:
+                try:
+                    done = await _execute_step(run, step, state, timeout_s, heartbeat_s)
+                except FailureError as exc:
+                    if _worker_lost(exc) and lost < run.worker_losses:
+                        # The step's last attempt died with its worker, not of its own error:
+                        # schedule it again (Temporal never has two attempts of it open).
+                        lost += 1
+                        continue
+                    call = StepCall(step.step_id, len(timings), step.retries, timeout_s)
+                    failed = _failed(state, call, exc, [])
+                    if _worker_lost(exc):
+                        failed.error_message = (
+                            f"its worker was lost: no heartbeat for {heartbeat_s:g} s (its "
+                            f"heartbeat_timeout_s), {lost + 1} time(s) (worker_losses = "
+                            f"{run.worker_losses})"
+                        )
+                        failed.timed_out = False
+                    cause = f"{failed.error_type}: {failed.error_message}"
+                    timings.append(
+                        StepTimingRecord(
+                            step.step_id,
+                            timeout_s * 1000 if failed.timed_out else 0.0,
+                            (step.retries + 1) * (lost + 1),
+                            cause,
+                        )
                     )
-                )
-                return StoredRunResult(
-                    state,
-                    timings,
-                    failed.failed_step,
-                    failed.error_type,
-                    failed.error_message,
-                    failed.timed_out,
-                )
+                    return StoredRunResult(
+                        state,
+                        timings,
+                        failed.failed_step,
+                        failed.error_type,
+                        failed.error_message,
+                        failed.timed_out,
+                    )
+                break
             state.update(done.produced)
-            timings.append(StepTimingRecord(step.step_id, done.ms, done.attempt))
+            # Each lost scheduling had used all its retries + 1 attempts before it failed.
+            attempts = (step.retries + 1) * lost + done.attempt
+            timings.append(StepTimingRecord(step.step_id, done.ms, attempts))
         return StoredRunResult(state, timings)
+
+
+async def _execute_step(
+    run: StoredRunInput,
+    step: StoredStep,
+    state: dict[str, Any],
+    timeout_s: float,
+    heartbeat_s: float,
+) -> StepDone:
+    """One scheduling of a stored step's activity, with Temporal's retries for its errors."""
+    args = [run.pipeline, run.revision, step.step_id, state]
+    retry_policy = RetryPolicy(
+        maximum_attempts=step.retries + 1,
+        initial_interval=timedelta(seconds=run.retry_initial_interval_s),
+    )
+    if run.local_activities:  # a local activity cannot heartbeat: no heartbeat timeout
+        return await workflow.execute_local_activity(
+            RUN_STORED_STEP_ACTIVITY,
+            args=args,
+            start_to_close_timeout=timedelta(seconds=timeout_s),
+            retry_policy=retry_policy,
+            result_type=StepDone,
+        )
+    return await workflow.execute_activity(
+        RUN_STORED_STEP_ACTIVITY,
+        args=args,
+        start_to_close_timeout=timedelta(seconds=timeout_s),
+        heartbeat_timeout=timedelta(seconds=heartbeat_s),
+        retry_policy=retry_policy,
+        result_type=StepDone,
+    )
+
+
+def _worker_lost(exc: FailureError) -> bool:
+    """Whether an activity failed because its worker stopped heartbeating (killed, or cut off
+    from the server), rather than of the step's own error or its start-to-close timeout."""
+    cause = exc.cause if isinstance(exc, ActivityError) else exc
+    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.HEARTBEAT
