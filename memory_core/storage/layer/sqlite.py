@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
