@@ -31,9 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = Path(__file__).parent / "data" / "query_snapshot.json"
 SAMPLE_TASKS = [
     t["task"]
-    for t in json.loads((ROOT / "bench" / "rules_eval" / "sample_tasks.json").read_text())[
-        "tasks"
-    ]
+    for t in json.loads((ROOT / "bench" / "rules_eval" / "sample_tasks.json").read_text())["tasks"]
 ]
 
 pytestmark = pytest.mark.anyio
@@ -82,9 +80,8 @@ def _template_rule(index: int, rng: random.Random) -> str:
     for d in range(4):
         severity = ("MUST", "SHOULD", "MAY")[(index + d) % 3]
         # Every fifth rule restates a directive of another one (restatement merging).
-        statement = (
-            f"{rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_QUALIFIERS)}"
-            + ("" if index % 5 == 0 and d == 0 else f" ({index}.{d})")
+        statement = f"{rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_QUALIFIERS)}" + (
+            "" if index % 5 == 0 and d == 0 else f" ({index}.{d})"
         )
         lines += [
             f"### [{severity}] {statement}",
