@@ -7,6 +7,12 @@
 # Each tree runs its own copy of the bench script behind a figure, with its own .venv
 # (`make install` in both first); before and after alternate per script, so both see the
 # same load. Every log starts with the load average and the tree's commit.
+#
+#   STEPS="rules_quick" ROUNDS=3 EXTRA_TREES=/work/wt/qd bench/seam_before_after.sh B A OUT
+#
+# STEPS picks the scripts (rules_eval, search, rules, rules_quick = bench_rules.py --quick);
+# ROUNDS repeats the whole alternation; EXTRA_TREES are run after *after* in each round (a
+# branch under test), their logs named after the folder. Logs: OUT/<step>-<side>[-<round>].log.
 set -u
 before=$(cd "$1" && pwd)
 after=$(cd "$2" && pwd)
@@ -27,14 +33,24 @@ run() {  # name tree command...
     echo "# exit $? at $(date -u +%FT%TZ), load: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$log"
 }
 
-for step in rules_eval search rules; do
-    for side in before after; do
-        tree=$before
-        [ "$side" = after ] && tree=$after
-        case $step in
-            rules_eval) run "rules_eval-$side" "$tree" .venv/bin/python bench/rules_eval/run_eval.py --public-rules "$public" ;;
-            search) run "bench_search-$side" "$tree" .venv/bin/python bench/bench_search.py --sizes 10000,100000 ;;
-            rules) run "bench_rules-$side" "$tree" .venv/bin/python bench/bench_rules.py ;;
-        esac
+steps=${STEPS:-rules_eval search rules}
+rounds=${ROUNDS:-1}
+for round in $(seq 1 "$rounds"); do
+    suffix=""
+    [ "$rounds" -gt 1 ] && suffix="-$round"
+    for step in $steps; do
+        for side in before after ${EXTRA_TREES:-}; do
+            case $side in
+                before) tree=$before ;;
+                after) tree=$after ;;
+                *) tree=$(cd "$side" && pwd) && side=$(basename "$tree") ;;
+            esac
+            case $step in
+                rules_eval) run "rules_eval-$side$suffix" "$tree" .venv/bin/python bench/rules_eval/run_eval.py --public-rules "$public" ;;
+                search) run "bench_search-$side$suffix" "$tree" .venv/bin/python bench/bench_search.py --sizes 10000,100000 ;;
+                rules) run "bench_rules-$side$suffix" "$tree" .venv/bin/python bench/bench_rules.py ;;
+                rules_quick) run "bench_rules_quick-$side$suffix" "$tree" .venv/bin/python bench/bench_rules.py --quick ;;
+            esac
+        done
     done
 done

@@ -31,31 +31,52 @@ class SecretFinding:
     end: int
 
 
-# (kind, pattern, group holding the secret). Provider shapes are specific enough to report
-# without an entropy test; placeholders are still filtered.
-_SHAPES: tuple[tuple[str, re.Pattern[str], int], ...] = (
-    ("aws_access_key_id", re.compile(r"(?<![A-Z0-9])((?:AKIA|ASIA)[0-9A-Z]{16})(?![A-Z0-9])"), 1),
+# (kind, pattern, group holding the secret, literals). Provider shapes are specific enough to
+# report without an entropy test; placeholders are still filtered. ``literals``: every match
+# of the (case-sensitive) pattern contains one of them, so a text with none is not scanned:
+# a regex pass costs 0.1-0.3 ms per 2 kB even when nothing matches (every query-run payload
+# and rule document goes through here).
+_SHAPES: tuple[tuple[str, re.Pattern[str], int, tuple[str, ...]], ...] = (
+    (
+        "aws_access_key_id",
+        re.compile(r"(?<![A-Z0-9])((?:AKIA|ASIA)[0-9A-Z]{16})(?![A-Z0-9])"),
+        1,
+        ("AKIA", "ASIA"),
+    ),
     (
         "aws_secret_access_key",
         re.compile(
             r"aws_?secret_?access_?key\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])", re.I
         ),
         1,
+        (),  # case-insensitive: always scanned
     ),
-    ("github_token", re.compile(r"\b((?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255})\b"), 1),
-    ("github_token", re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,255})\b"), 1),
+    (
+        "github_token",
+        re.compile(r"\b((?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255})\b"),
+        1,
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
+    ("github_token", re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,255})\b"), 1, ("github_pat_",)),
     (
         "api_key",
         re.compile(r"(?<![\w-])(sk-(?:proj-|ant-[a-z0-9]+-|live-)?[A-Za-z0-9_\-]{20,})"),
         1,
+        ("sk-",),
     ),
-    ("stripe_key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,})\b"), 1),
-    ("slack_token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,})\b"), 1),
-    ("google_api_key", re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})(?![0-9A-Za-z_\-])"), 1),
+    ("stripe_key", re.compile(r"\b((?:sk|rk)_live_[A-Za-z0-9]{20,})\b"), 1, ("_live_",)),
+    ("slack_token", re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]{10,})\b"), 1, ("xox",)),
+    (
+        "google_api_key",
+        re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})(?![0-9A-Za-z_\-])"),
+        1,
+        ("AIza",),
+    ),
     (
         "jwt",
         re.compile(r"\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,})"),
         1,
+        ("eyJ",),
     ),
 )
 
@@ -155,7 +176,9 @@ def find_secrets(text: str) -> list[SecretFinding]:
         never the value.
     """
     spans: list[tuple[int, int, str]] = []
-    for kind, pattern, group in _SHAPES:
+    for kind, pattern, group, literals in _SHAPES:
+        if literals and not any(literal in text for literal in literals):
+            continue
         for match in pattern.finditer(text):
             value = match.group(group)
             if is_placeholder(value) or _entropy(value) < 3.0:
@@ -167,10 +190,12 @@ def find_secrets(text: str) -> list[SecretFinding]:
         if len(body) >= 64 and re.fullmatch(r"[A-Za-z0-9+/=:,-]+", body) and "..." not in body:
             spans.append((match.start(), match.end(), "private_key"))
     # Passwords in URLs are short; a lower entropy bar still rejects "password" or "pass1234".
-    for pattern, kind, min_entropy in (
-        (_ASSIGN_RE, "credential_assignment", 3.0),
-        (_URL_PASSWORD_RE, "url_password", 2.5),
+    for pattern, kind, min_entropy, literal in (
+        (_ASSIGN_RE, "credential_assignment", 3.0, ""),
+        (_URL_PASSWORD_RE, "url_password", 2.5, "://"),  # not a letter: no case to ignore
     ):
+        if literal not in text:
+            continue
         for match in pattern.finditer(text):
             value = match.group("value")
             if is_placeholder(value) or _entropy(value) < min_entropy:

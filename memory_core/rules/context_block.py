@@ -135,7 +135,17 @@ def pack_directives(
     chosen: list[RankedDirective] = []
     rules_in: set[str] = set()
     forced_ids: set[str] = set()
-    musts = [d for d in ranked if d.severity == "MUST"][:_FORCED_MUST]
+    # Rank of each directive looked at. ``ranked`` is only read as far as packing goes (the
+    # third MUST, the first directive that does not fit): the service builds its entries
+    # on demand, and most of a 50-entry ranking never reaches the block.
+    position_of: dict[str, int] = {}
+    musts: list[RankedDirective] = []
+    for position, directive in enumerate(ranked):
+        if directive.severity == "MUST":
+            position_of[directive.directive_id] = position
+            musts.append(directive)
+            if len(musts) == _FORCED_MUST:
+                break
 
     def cost(directive: RankedDirective) -> int:
         heading = 0 if directive.rule_id in rules_in else count(_rule_heading(directive))
@@ -156,13 +166,14 @@ def pack_directives(
         needed = cost(directive)
         if used + needed > budget:
             # Stop, do not skip: everything from here on is left out.
-            dropped = sum(1 for d in ranked[position:] if d.directive_id not in forced_ids)
+            forced_after = sum(1 for i in forced_ids if position_of[i] > position)
+            dropped = len(ranked) - position - forced_after
             break
         used += needed
+        position_of[directive.directive_id] = position
         chosen.append(directive)
         rules_in.add(directive.rule_id)
-    order = {d.directive_id: i for i, d in enumerate(ranked)}
-    chosen.sort(key=lambda d: order[d.directive_id])
+    chosen.sort(key=lambda d: position_of[d.directive_id])
     limit = max(budget, min(safety_cap, used)) if forced_ids else budget
     while True:
         block, ordered = _render(header, chosen, include_breadcrumbs, _footer(left_out + dropped))
@@ -199,7 +210,7 @@ def pack_directives(
             )
             for d in ordered
         ),
-        key=lambda d: order[d.directive_id],
+        key=lambda d: position_of[d.directive_id],
     )
     return PackedBlock(
         context_block=block,

@@ -11,9 +11,9 @@ small insert recording the run.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import anyio
 import structlog
@@ -77,6 +77,37 @@ __all__ = ["RulesService"]
 # The ranking stage's weights and gate: task relevance fused with the rank fusion of the
 # relevance, similarity and lexical rankings, plus severity (memory_core/rules/rerank.py).
 _RANK = RankParams()
+
+
+class _OnDemand(Sequence[RankedDirective]):
+    """The ranked directives, each built the first time it is read (then kept)."""
+
+    def __init__(
+        self, ranked: list[tuple[float, int]], build: Callable[[float, int], RankedDirective]
+    ) -> None:
+        self._ranked = ranked
+        self._build = build
+        self._built: dict[int, RankedDirective] = {}
+
+    def __len__(self) -> int:
+        return len(self._ranked)
+
+    @overload
+    def __getitem__(self, position: int) -> RankedDirective: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[RankedDirective]: ...
+
+    def __getitem__(self, position: int | slice) -> RankedDirective | list[RankedDirective]:
+        if isinstance(position, slice):
+            return [self[i] for i in range(*position.indices(len(self)))]
+        if position < 0:
+            position += len(self._ranked)
+        entry = self._built.get(position)
+        if entry is None:
+            score, item_id = self._ranked[position]  # IndexError ends iteration
+            entry = self._built[position] = self._build(score, item_id)
+        return entry
 
 
 def _met_condition(breakdown: ScoreBreakdown, conditions: Sequence[str]) -> str | None:
@@ -480,20 +511,22 @@ class RulesService:
         scored, below_relevance = rank_candidates(candidates, _RANK)
         relevance_of = {c.item_id: c.relevance for c in candidates}
         lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
-        ranked: list[RankedDirective] = []
         seen_statements: set[frozenset[str]] = set()
         restated = 0
-        # Only what can be shown gets an explanation (building one per candidate is costly).
+        shown: list[tuple[float, int]] = []
         for score, item_id in scored:
-            if len(ranked) >= limit:
+            if len(shown) >= limit:
                 break
-            directive = index.directives[item_id]
             # AGENTS.md and CLAUDE.md often say the same thing: one line is enough.
-            statement_key = restatement_key(directive.statement)
+            statement_key = restatement_key(index.directives[item_id].statement)
             if statement_key and statement_key in seen_statements:
                 restated += 1
                 continue
             seen_statements.add(statement_key)
+            shown.append((score, item_id))
+
+        def explain(score: float, item_id: int) -> RankedDirective:
+            directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
             breakdown = score_directive(
                 severity=directive.severity,
@@ -514,7 +547,6 @@ class RulesService:
                     "reasons": [*breakdown.reasons, f"task relevance {rel:.2f}"],
                 }
             )
-            entry = self._ranked(index, item_id, breakdown, lexical_set, nearest_set, graph_ids)
             reason = short_reason(
                 shared_words=(
                     w
@@ -526,8 +558,13 @@ class RulesService:
                 topics=directive.topic_set & features.topics,
                 semantic=semantic.get(item_id) if semantic_ok else None,
             )
-            entry = entry.model_copy(update={"reason": reason})
-            ranked.append(entry)
+            return self._ranked(
+                index, item_id, breakdown, lexical_set, nearest_set, graph_ids, reason
+            )
+
+        # Explanations are built only for what packing looks at (about the first 20 of
+        # ``limit``): each is a score breakdown, a reason and two pydantic models.
+        ranked = _OnDemand(shown, explain)
         packed = pack_directives(
             ranked,
             header=render_header(detected),
@@ -535,7 +572,7 @@ class RulesService:
             safety_cap=max(self._settings.must_safety_cap, 1),
             count=self._ctx.tokens.count,
             include_breadcrumbs=include_breadcrumbs,
-            left_out=below_relevance + len(scored) - len(ranked) - restated,
+            left_out=below_relevance + len(scored) - len(shown) - restated,
         )
         took = round((time.perf_counter() - started) * 1000, 3)
         diagnostics = QueryDiagnostics(
@@ -624,6 +661,7 @@ class RulesService:
         lexical: set[int],
         semantic: set[int],
         graph: set[int],
+        reason: str = "",
     ) -> RankedDirective:
         directive: IndexedDirective = index.directives[item_id]
         rule = index.rules.get(directive.rule_id)
@@ -650,6 +688,7 @@ class RulesService:
             score=breakdown.total,
             breakdown=breakdown,
             matched_by=matched,
+            reason=reason,
         )
 
     # -- browsing ------------------------------------------------------------------------------

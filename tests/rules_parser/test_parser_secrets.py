@@ -32,6 +32,10 @@ PRIVATE_KEY = (
         (PRIVATE_KEY, "private_key"),
         ('db_password = "Xk9#mQ2!vLp7wZ"', "credential_assignment"),
         ("DATABASE_URL=postgres://app:s3cr3tP4ss@db:5432/app", "url_password"),
+        ("STRIPE=" + "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe_key"),
+        ("SLACK=" + "xoxb-" + "1234567890-Zx8Kq2Lm9Np4", "slack_token"),
+        ("GOOGLE=" + "AIza" + "SyD8Kq2Lm9Np4Rt7Vb3Nc6Wd1Ys5Hj0Fe3x", "google_api_key"),
+        ("GH=" + "github_pat_" + "11ABCDEFG0Zx8Kq2Lm9Np4Rt7Vb3Nc6W", "github_token"),
     ],
 )
 def test_real_looking_secrets_are_found(text: str, kind: str) -> None:
