@@ -402,7 +402,12 @@ def raw_executemany(url: str, batches: list[Any]) -> float:
 
 
 async def at_size(
-    server: Server, size: int, queries: int, probes: int, real: RealSet | None = None
+    server: Server,
+    size: int,
+    queries: int,
+    probes: int,
+    real: RealSet | None = None,
+    backends: list[str] | None = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     embedder: Any = None
@@ -431,8 +436,9 @@ async def at_size(
     with tempfile.TemporaryDirectory() as tmp:
         pg_url = server.database()
         results: dict[str, dict[str, Any]] = {}
-        for backend, url in (("sqlite", f"sqlite:///{tmp}/bench.db"), ("postgres", pg_url)):
-            memoir = await open_memoir(url, tmp)
+        urls = {"sqlite": f"sqlite:///{tmp}/bench.db", "postgres": pg_url}
+        for backend in backends or ["sqlite", "postgres"]:
+            memoir = await open_memoir(urls[backend], tmp)
             try:
                 phases = await bulk_build(memoir.store, batches, progress=size >= 100_000)
                 print(
@@ -472,6 +478,8 @@ async def at_size(
                         )
             finally:
                 await memoir.close()
+    if len(results) < 2:
+        return results
     sq, pg = results["sqlite"], results["postgres"]
     for mode in ("lexical", "semantic", "hybrid"):
         print(
@@ -495,13 +503,19 @@ async def at_size(
 class RealSet:
     """Real chunk texts with their MiniLM vectors, and real queries embedded beforehand."""
 
-    def __init__(self, queries: int, probes: int, ef_values: list[int]) -> None:
-        rows, self.vectors = available_vectors()
+    def __init__(
+        self, queries: int, probes: int, ef_values: list[int], limit: int | None = None
+    ) -> None:
+        rows, self.vectors = available_vectors(limit or 0)
+        if limit is not None:
+            if len(self.vectors) < limit:
+                raise SystemExit(f"only {len(self.vectors)} real vectors cached, not {limit}")
+            self.vectors = self.vectors[:limit]
         self.texts = [t for _, t in rows][: len(self.vectors)]
         if len(self.vectors) < 1000:
             raise SystemExit(
-                f"only {len(self.vectors)} real vectors cached: run "
-                "`.venv/bin/python bench/real_corpus.py --chunks 60000` first"
+                f"only {len(self.vectors)} real vectors cached: pass --real-limit 8000 "
+                "(embeds them first) or run `.venv/bin/python bench/real_corpus.py --chunks 8000`"
             )
         self.files = len({f for f, _ in rows[: len(self.vectors)]})
         pool = real_queries()
@@ -682,6 +696,14 @@ async def main() -> None:
         help="real docstring text and MiniLM vectors (cached by bench/real_corpus.py), topped "
         "up with synthetic chunks drawn around them; real queries; a first size of real only",
     )
+    parser.add_argument(
+        "--real-limit", type=int, default=None, help="use exactly the first N real vectors"
+    )
+    parser.add_argument(
+        "--backends",
+        default="sqlite,postgres",
+        help="which stores, in order (two processes can each build one at the same time)",
+    )
     parser.add_argument("--ef-search", default="40,100,200,400", help="HNSW recall sweep")
     parser.add_argument("--no-identity", action="store_true", help="skip the bulk-load check")
     parser.add_argument("--no-quality", action="store_true")
@@ -706,7 +728,9 @@ async def main() -> None:
     queries, probes = (10, 20) if args.quick else (40, 100)
     real = None
     if args.real_vectors:
-        real = RealSet(queries, probes, [int(e) for e in args.ef_search.split(",")])
+        real = RealSet(
+            queries, probes, [int(e) for e in args.ef_search.split(",")], args.real_limit
+        )
         print(
             f"real set: {len(real.vectors):,} docstring chunks with MiniLM vectors "
             f"(from {real.files:,} files), {len(real.queries)} latency queries, "
@@ -714,9 +738,11 @@ async def main() -> None:
             flush=True,
         )
         real_only = len(real.vectors) // CHUNKS_PER_DOC * CHUNKS_PER_DOC
-        sizes = [real_only] + [s for s in sizes if s > real_only]
+        if not args.chunks:
+            sizes = [real_only] + [s for s in sizes if s > real_only]
+    backends = args.backends.split(",")
     for size in sizes:
-        await at_size(server, size, queries, probes, real)
+        await at_size(server, size, queries, probes, real, backends)
     if not args.no_writes:
         await write_throughput(server, 2000 if args.quick else 10000)
         concurrent_writes(server, [1, 4] if args.quick else [1, 4, 8], 40 if args.quick else 150)

@@ -13,7 +13,7 @@ Vectors: memoir's local embedder (all-MiniLM-L6-v2 int8 ONNX, 384 dims, offline)
 ``.npy`` under ``bench/.cache/`` (not committed) with the chunk texts beside it, so a rerun
 embeds nothing.
 
-    .venv/bin/python bench/real_corpus.py --chunks 150000     # build the cache, print the rate
+    .venv/bin/python bench/real_corpus.py [--chunks 8000] [--rate-only 1000]
 """
 
 from __future__ import annotations
@@ -111,9 +111,10 @@ def load_chunks(limit: int) -> list[tuple[str, str]]:
     return [(str(a), str(b)) for a, b in rows]
 
 
-def embed_cached(texts: list[str], *, progress: bool = True) -> np.ndarray:
+def embed_cached(texts: list[str], *, progress: bool = True, stop: int | None = None) -> np.ndarray:
     """MiniLM vectors of ``texts``, cached under ``bench/.cache`` by a digest of the texts;
-    embedded in slices, each slice saved as it completes, so an interrupted run resumes."""
+    embedded in slices, each slice saved as it completes, so an interrupted run resumes.
+    ``stop``: embed only the slices that cover the first ``stop`` texts (returns those)."""
     from memory_core.embed.onnx_minilm import MiniLMEncoder
 
     digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
@@ -129,6 +130,8 @@ def embed_cached(texts: list[str], *, progress: bool = True) -> np.ndarray:
     started = time.perf_counter()
     done_now = 0
     for start in range(0, len(texts), step):
+        if stop is not None and start >= stop:
+            return np.concatenate(out)[:stop]
         part = parts / f"{start:08d}.npy"
         if part.exists():
             out.append(np.load(part))
@@ -154,10 +157,12 @@ def _parts_dir(texts: list[str]) -> Path:
     return CACHE / f"minilm_{digest}_parts"
 
 
-def available_vectors() -> tuple[list[tuple[str, str]], np.ndarray]:
+def available_vectors(at_least: int = 0) -> tuple[list[tuple[str, str]], np.ndarray]:
     """The cached chunks and the contiguous prefix of them embedded so far (a background
-    ``real_corpus.py`` run may still be adding slices)."""
+    ``real_corpus.py`` run may still be adding slices); first embeds up to ``at_least``."""
     rows = load_chunks(10**9)
+    if at_least:
+        embed_cached([t for _, t in rows], stop=at_least)
     texts = [t for _, t in rows]
     digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
     final = CACHE / f"minilm_{len(texts)}_{digest}.npy"
@@ -257,11 +262,11 @@ class FixedQueryEmbedder:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--chunks", type=int, default=150000)
+    parser.add_argument("--chunks", type=int, default=None, help="embed the first N chunks")
     parser.add_argument("--rate-only", type=int, default=0, help="embed N chunks, print the rate")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows = load_chunks(args.chunks)
+    rows = load_chunks(10**9)
     words = sum(len(t.split()) for _, t in rows)
     sources = len({s for s, _ in rows})
     print(
@@ -282,7 +287,7 @@ def main() -> None:
             f"({pieces / len(texts):.0f} word pieces per chunk, 2 threads)"
         )
         return
-    matrix = embed_cached([t for _, t in rows])
+    matrix = embed_cached([t for _, t in rows], stop=args.chunks)
     print(f"vectors {matrix.shape} in {time.perf_counter() - started:.1f} s")
 
 
