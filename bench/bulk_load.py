@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -59,7 +60,7 @@ async def build_per_document(store: Store, batches: Sequence[Batch]) -> float:
 
 
 async def bulk_build(
-    store: Store, batches: Sequence[Batch], *, docs_per_tx: int = 2000
+    store: Store, batches: Sequence[Batch], *, docs_per_tx: int = 2000, progress: bool = False
 ) -> dict[str, float]:
     """Load ``batches`` through the write path, ``docs_per_tx`` documents per transaction.
 
@@ -76,6 +77,13 @@ async def bulk_build(
     started = time.perf_counter()
     for start in range(0, len(batches), docs_per_tx):
         group = batches[start : start + docs_per_tx]
+        if progress and start:
+            took = time.perf_counter() - started
+            print(
+                f"    loaded {start:,}/{len(batches):,} documents in {took:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         if pg is not None:
             pg.run_sync(lambda conn, group=group: _pg_copy(conn, group), write=True)
             continue
@@ -87,6 +95,13 @@ async def bulk_build(
         await store.write(write)
     loaded = time.perf_counter()
     if pg is not None and indexdef is not None:
+        if progress:
+            print(
+                f"    rows loaded in {loaded - started:.0f} s; building HNSW "
+                "(progress: pg_stat_progress_create_index)",
+                file=sys.stderr,
+                flush=True,
+            )
         pg.run_sync(lambda conn: _create_hnsw(conn, indexdef), write=True)
         pg.run_sync(lambda conn: conn.execute("ANALYZE"), write=True, snapshot=False)
     done = time.perf_counter()

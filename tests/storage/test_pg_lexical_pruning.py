@@ -110,12 +110,15 @@ async def test_the_pruned_search_skips_rows_that_match_only_the_common_word(
         )
 
         def pruned(conn: Any) -> Any:
-            from memory_core.storage.postgres.lexical import PgLexical
+            from memory_core.storage.postgres.lexical import PgLexical, _idf
 
             lexical = PgLexical(conn)
-            terms = [(t, lx) for t, lx in lexical._lexemes(["common", "rare"]) if lx]
-            lexemes = sorted({lx for _, lxs in terms for lx in lxs})
-            return lexical._or_without_common_terms(terms, lexemes, SCOPE, ["chunk"], None, 10)
+            analysed, total = lexical._analyse(["common", "rare"])
+            terms = [(t, lx) for t, lx, _ in analysed]
+            counts = {lx: n for _, lxs, ns in analysed for lx, n in zip(lxs, ns, strict=True)}
+            return lexical._or_without_common_terms(
+                terms, sorted(counts), _idf(counts, total), SCOPE, ["chunk"], None, 10
+            )
 
         hits = store.db.run_sync(pruned, write=False)  # type: ignore[attr-defined]
         assert hits is not None and len(hits) == 10

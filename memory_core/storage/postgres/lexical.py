@@ -12,6 +12,7 @@ selective filter never starves the result.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,15 @@ _K1 = 1.2
 _B = 0.75
 
 
+def _idf(counts: dict[str, float], total: float) -> dict[str, float]:
+    """BM25 IDF per lexeme from the rows holding it, as ``_scored``'s SQL computes it (the
+    pruning bound's margin covers a last-bit difference between the two ``ln``s)."""
+    return {
+        lexeme: max(math.log((total - rows + 0.5) / (rows + 0.5)), 1e-6)
+        for lexeme, rows in counts.items()
+    }
+
+
 class PgLexical:
     """:class:`~memory_core.storage.ports.LexicalIndex` on one PostgreSQL connection."""
 
@@ -39,15 +49,28 @@ class PgLexical:
 
     def _lexemes(self, terms: Sequence[str]) -> list[tuple[str, list[str]]]:
         """Each distinct non-blank term with its lexemes (stemmed as the documents are)."""
+        return [(term, lexemes) for term, lexemes, _ in self._analyse(terms)[0]]
+
+    def _analyse(
+        self, terms: Sequence[str]
+    ) -> tuple[list[tuple[str, list[str], list[float]]], float]:
+        """Each distinct non-blank term with its lexemes and, per lexeme, the rows holding
+        it; and the rows of the index (counters summed over their slots). One statement
+        for everything the search needs before it scores."""
         unique = [t for t in dict.fromkeys(terms) if t.strip()]
         if not unique:
-            return []
+            return [], 0.0
         rows = self._conn.execute(
-            f"SELECT t.term, tsvector_to_array(to_tsvector('{TS_CONFIG}', t.term)) "
-            "FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, n) ORDER BY t.n",
+            "SELECT t.term, t.lx, ARRAY(SELECT (SELECT coalesce(sum(rows), 0)::float8 "
+            "FROM lexical_term WHERE term = u.lexeme) FROM unnest(t.lx) WITH ORDINALITY "
+            "AS u(lexeme, i) ORDER BY u.i), "
+            "(SELECT coalesce(sum(rows), 0)::float8 FROM lexical_stats) "
+            f"FROM (SELECT t.term, t.n, tsvector_to_array(to_tsvector('{TS_CONFIG}', t.term)) "
+            "AS lx FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, n)) AS t ORDER BY t.n",
             (unique,),
         ).fetchall()
-        return [(str(r[0]), list(r[1])) for r in rows]
+        total = float(rows[0][3]) if rows else 0.0
+        return [(str(r[0]), list(r[1]), [float(c) for c in r[2]]) for r in rows], total
 
     def search(
         self,
@@ -60,12 +83,19 @@ class PgLexical:
     ) -> list[ScoredId]:
         if query.operator not in ("AND", "OR"):
             raise ValueError(f"operator must be AND or OR, not {query.operator!r}")
-        terms = [(t, lx) for t, lx in self._lexemes(query.terms) if lx]
-        if not terms or limit <= 0:
+        analysed, total = self._analyse(query.terms)
+        analysed = [(t, lx, rows) for t, lx, rows in analysed if lx]
+        if not analysed or limit <= 0:
             return []
-        lexemes = sorted({lx for _, lxs in terms for lx in lxs})
+        terms = [(t, lx) for t, lx, _ in analysed]
+        counts = {lx: n for _, lxs, ns in analysed for lx, n in zip(lxs, ns, strict=True)}
+        if query.operator == "AND" and min(counts.values()) == 0:
+            return []  # a lexeme in no row: no row holds every term
+        lexemes = sorted(counts)
         if query.operator == "OR" and len(terms) > 1:
-            pruned = self._or_without_common_terms(terms, lexemes, scope, kinds, where, limit)
+            pruned = self._or_without_common_terms(
+                terms, lexemes, _idf(counts, total), scope, kinds, where, limit
+            )
             if pruned is not None:
                 return pruned
         return self._scored(terms, lexemes, query.operator, scope, kinds, where, limit)
@@ -74,6 +104,7 @@ class PgLexical:
         self,
         terms: list[tuple[str, list[str]]],
         lexemes: list[str],
+        idf: dict[str, float],
         scope: Scope | None,
         kinds: Sequence[ItemKind],
         where: Filter | None,
@@ -89,7 +120,6 @@ class PgLexical:
         common terms, no row matching only common terms can enter the top ``limit``: the
         result is the full query's, row for row.
         """
-        idf = self._idf(lexemes)
         # Only one-lexeme terms can be left out of the match: a row that does not match a
         # longer phrase may still hold some of its lexemes, and they would add to its score.
         single = sorted((idf.get(lxs[0], 0.0), t, lxs) for t, lxs in terms if len(lxs) == 1)
@@ -115,17 +145,6 @@ class PgLexical:
         if len(hits) >= limit and hits[limit - 1].score > total * (1 + 1e-9) + 1e-12:
             return hits
         return None
-
-    def _idf(self, lexemes: list[str]) -> dict[str, float]:
-        rows = self._conn.execute(
-            "WITH st AS (SELECT coalesce(sum(rows), 0)::float8 AS n FROM lexical_stats) "
-            "SELECT t.term, greatest(ln((st.n - lt.rows + 0.5) / (lt.rows + 0.5)), 1e-6) "
-            "FROM unnest(%s::text[]) AS t(term) CROSS JOIN st CROSS JOIN LATERAL "
-            "(SELECT coalesce(sum(rows), 0)::float8 AS rows FROM lexical_term "
-            "WHERE term = t.term) AS lt",
-            (lexemes,),
-        ).fetchall()
-        return {str(r[0]): float(r[1]) for r in rows}
 
     def _scored(
         self,

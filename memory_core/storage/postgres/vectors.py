@@ -76,8 +76,10 @@ class PgVectors:
         where: Filter | None = None,
         k: int = 50,
     ) -> VectorHits:
-        dimension = self.dimension
-        if k <= 0 or dimension is None:
+        if k <= 0:
+            return VectorHits([], "none")
+        dimension = self._prepare_scan(k)
+        if dimension is None:
             return VectorHits([], "none")
         query = vector_value(vector, dimension)
         params: list[Any] = []
@@ -114,14 +116,6 @@ class PgVectors:
             if matches is not None and int(matches[0]) < EXACT_BELOW:
                 strategy = "exact+filter"
         if strategy != "exact+filter":
-            # The candidate list of the graph walk: pgvector's default (40) finds about half of
-            # the true top 10 on high-dimensional data without clusters (bench/bench_pg.py);
-            # 400 finds about 95 % of it.
-            ef_search = max(HNSW_EF_SEARCH, min(1000, 4 * int(k)))
-            self._conn.execute(
-                "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; "
-                f"SET LOCAL hnsw.ef_search = {ef_search}"
-            )
             rows = self._conn.execute(
                 f"SELECT v.item_id, v.embedding <=> %s AS distance {source} "
                 "ORDER BY v.embedding <=> %s LIMIT %s",
@@ -141,6 +135,23 @@ class PgVectors:
             ).fetchall()
         ranked = sorted((float(r[1]), int(r[0])) for r in rows)
         return VectorHits([ScoredId(i, 1.0 - d) for d, i in ranked], strategy)
+
+    def _prepare_scan(self, k: int) -> int | None:
+        """Set this transaction's HNSW scan options and read the vector dimension, in one
+        statement (a round trip saved on every search). The options only steer the graph
+        walk; the exact fallbacks do not use the index."""
+        # The candidate list of the graph walk: pgvector's default (40) finds about half of
+        # the true top 10 on high-dimensional data without clusters (bench/bench_pg.py);
+        # 400 finds about 95 % of it.
+        ef_search = max(HNSW_EF_SEARCH, min(1000, 4 * int(k)))
+        row = self._conn.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', %s, true), "
+            "(SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('item_vec') "
+            "AND attname = 'embedding')",
+            (str(ef_search),),
+        ).fetchone()
+        return None if row is None or row[2] is None else int(row[2])
 
     def vectors(self, item_ids: Sequence[int]) -> dict[int, np.ndarray]:
         ids = list(dict.fromkeys(int(i) for i in item_ids))
