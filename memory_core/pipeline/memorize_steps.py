@@ -274,7 +274,8 @@ def _persist(ctx: StepContext, spec: StepSpec, state: State) -> State:
         if row.category_key:
             touched.add(row.category_key)
     ctx.store.upsert_items(rows)
-    refresh_categories(ctx, scope, sorted(touched), int(spec.config.get("anchors", 3)))
+    anchors = int(spec.config.get("anchors", 3))
+    refresh_categories(ctx, scope, sorted(touched), anchors, changed=rows)
     version = store_intention(ctx, scope, state["intention"])
     return {
         "persisted": {

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from memory_core.storage.layer.centroids import CategorySums
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -180,6 +183,15 @@ class LayerStore(Protocol):
     def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
         """The active items of one scope in categories ``keys``, oldest first (as :meth:`items`
         orders them), without their evidence: what a category refresh needs, read per call."""
+        ...
+
+    def category_sums(self, scope: ScopeValues, keys: Sequence[str]) -> dict[str, CategorySums]:
+        """The running centroid sums of categories ``keys`` of one scope (a key without a row
+        has had no member). :meth:`upsert_items` keeps them in its own transaction."""
+        ...
+
+    def put_category_sums(self, scope: ScopeValues, sums: Mapping[str, CategorySums]) -> None:
+        """Replace the sums rows of one scope's categories (after a refresh or a recompute)."""
         ...
 
     def vector_search(
