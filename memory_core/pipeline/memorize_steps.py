@@ -275,7 +275,10 @@ def _persist(ctx: StepContext, spec: StepSpec, state: State) -> State:
             touched.add(row.category_key)
     ctx.store.upsert_items(rows)
     anchors = int(spec.config.get("anchors", 3))
-    refresh_categories(ctx, scope, sorted(touched), anchors, changed=rows)
+    # incremental_centroids=False reads every member of the touched categories (as evolve
+    # does): the same categories, slower; kept for comparison (bench/bench_centroids.py)
+    incremental = bool(spec.config.get("incremental_centroids", True))
+    refresh_categories(ctx, scope, sorted(touched), anchors, changed=rows if incremental else None)
     version = store_intention(ctx, scope, state["intention"])
     return {
         "persisted": {
