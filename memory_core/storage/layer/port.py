@@ -47,7 +47,8 @@ RESERVED_COLUMNS = frozenset(
         "evidence", "confidence", "stability", "version", "embedding", "status", "name",
         "description", "summary", "anchor_ids", "item_count", "goals", "constraints", "progress",
         "source_item_ids", "run_id", "body", "key", "value", "revision", "change", "pipelines",
-        "tsv", "lex_len", "seq",
+        "tsv", "lex_len", "seq", "vector_sum", "vector_count", "member_count", "weight_max",
+        "scored_centroid", "runner_up", "reserve_ids",
     }
 )  # fmt: skip
 
