@@ -164,7 +164,14 @@ class LayerStore(Protocol):
 
     def add_resource(self, row: ResourceRow) -> None: ...
 
-    def upsert_items(self, rows: Sequence[ItemRow]) -> None: ...
+    def upsert_items(self, rows: Sequence[ItemRow]) -> None:
+        """Insert or replace items, and fold them into their categories' running centroid
+        sums in the same transaction (an item leaving a category subtracts its old embedding).
+
+        A write that changes an active member's confidence or embedding must be followed, in
+        the same transaction, by a refresh of its category (memorize and evolve do): the
+        incremental anchor choice trusts that members outside the reserve did not change."""
+        ...
 
     def items(
         self,

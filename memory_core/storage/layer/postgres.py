@@ -151,6 +151,15 @@ def _pg_vector(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float32)
 
 
+def _lock_categories(conn: Conn, keys: set[tuple[tuple[str, ...], str]]) -> None:
+    """Hold (scope, category) until the transaction ends: read committed would let two
+    writers of one category read the same centroid sums and lose one's addition. Taken in
+    one sorted order; a deadlock anyway is retried by :meth:`PostgresLayerStore.atomically`."""
+    for scope_key, key in sorted(keys):
+        name = "\x1f".join([*scope_key, key])
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [name])
+
+
 class PostgresLayerStore:
     """The layer port on one PostgreSQL database (``postgresql://…``) with pgvector."""
 
@@ -437,11 +446,14 @@ class PostgresLayerStore:
                 )
                 .fetchall()
             }
-            conn.cursor().executemany(statement, values)
             changes: list[tuple[tuple[str, ...], Membership | None, ItemRow]] = [
                 (tuple(row.scope[f] for f in self._fields), before.get(row.item_id), row)
                 for row in rows
             ]
+            touched = {(s, r.category_key) for s, _, r in changes if r.category_key}
+            touched |= {(s, old[0]) for s, old, _ in changes if old is not None and old[0]}
+            _lock_categories(conn, touched)
+            conn.cursor().executemany(statement, values)
             centroids.sync_sums(conn, self._fields, "%s", changes)
 
         self._write(work)
@@ -499,6 +511,10 @@ class PostgresLayerStore:
     def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
         if not keys:
             return []
+        pinned: Conn | None = getattr(self._local, "conn", None)
+        if pinned is not None:  # a refresh that will rewrite these categories' sums
+            scope_key = tuple(scope[f] for f in self._fields)
+            _lock_categories(pinned, {(scope_key, k) for k in keys})
         where, params = pg_scope_where({f: (scope[f],) for f in self._fields})
         rows = self._read(
             "SELECT item_id, category_key, text, confidence, embedding FROM layer_item "
