@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -215,3 +216,29 @@ def test_a_store_from_before_the_sums_is_refused_in_validate_mode_and_upgraded_i
         _assert_matches_full_recompute(service)
     finally:
         service.close()
+
+
+def test_two_services_memorizing_one_scope_at_once_keep_the_sums_equal_to_the_members(
+    backend: str, make_service: Any
+) -> None:
+    first, second = make_service(), make_service()  # two connections to one store
+    errors: list[BaseException] = []
+
+    def memorize_many(service: MemoryService, seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(6):
+                service.memorize(ALICE, conversation=_chat(rng, 6))
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    threads = [
+        threading.Thread(target=memorize_many, args=(first, 1)),
+        threading.Thread(target=memorize_many, args=(second, 2)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    _assert_matches_full_recompute(first)

@@ -151,12 +151,13 @@ def _pg_vector(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float32)
 
 
-def _lock_categories(conn: Conn, keys: set[tuple[tuple[str, ...], str]]) -> None:
-    """Hold (scope, category) until the transaction ends: read committed would let two
-    writers of one category read the same centroid sums and lose one's addition. Taken in
-    one sorted order; a deadlock anyway is retried by :meth:`PostgresLayerStore.atomically`."""
-    for scope_key, key in sorted(keys):
-        name = "\x1f".join([*scope_key, key])
+def _lock_scopes(conn: Conn, scopes: set[tuple[str, ...]]) -> None:
+    """Hold each scope until the transaction ends. Item writes of one scope then run one
+    after the other: read committed would otherwise let two writers read the same centroid
+    sums (or miss each other's row of the same item) and lose one's change. Taken in one
+    sorted order; a deadlock anyway is retried by :meth:`PostgresLayerStore.atomically`."""
+    for scope_key in sorted(scopes):
+        name = "\x1f".join(["layer_category_sum", *scope_key])
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [name])
 
 
@@ -436,6 +437,7 @@ class PostgresLayerStore:
         ids = [row.item_id for row in rows]
 
         def work(conn: Conn) -> None:
+            _lock_scopes(conn, {tuple(row.scope[f] for f in self._fields) for row in rows})
             before = {
                 str(r[0]): (r[1], r[2] == "active", None if r[3] is None else _pg_vector(r[3]))
                 for r in conn.cursor(binary=True)
@@ -450,9 +452,6 @@ class PostgresLayerStore:
                 (tuple(row.scope[f] for f in self._fields), before.get(row.item_id), row)
                 for row in rows
             ]
-            touched = {(s, r.category_key) for s, _, r in changes if r.category_key}
-            touched |= {(s, old[0]) for s, old, _ in changes if old is not None and old[0]}
-            _lock_categories(conn, touched)
             conn.cursor().executemany(statement, values)
             centroids.sync_sums(conn, self._fields, "%s", changes)
 
@@ -513,8 +512,7 @@ class PostgresLayerStore:
             return []
         pinned: Conn | None = getattr(self._local, "conn", None)
         if pinned is not None:  # a refresh that will rewrite these categories' sums
-            scope_key = tuple(scope[f] for f in self._fields)
-            _lock_categories(pinned, {(scope_key, k) for k in keys})
+            _lock_scopes(pinned, {tuple(scope[f] for f in self._fields)})
         where, params = pg_scope_where({f: (scope[f],) for f in self._fields})
         rows = self._read(
             "SELECT item_id, category_key, text, confidence, embedding FROM layer_item "
