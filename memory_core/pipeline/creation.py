@@ -13,7 +13,7 @@ from memory_core.pipeline.scopes import ScopeSpec
 
 __all__ = ["DDL_VERSION", "scope_difference", "taxonomy_from", "version_hash"]
 
-DDL_VERSION = 1
+DDL_VERSION = 2  # 2: category centroid sums (layer_category_sum)
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 

@@ -99,6 +99,12 @@ def adjust_intention(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHan
 
 
 def persist_evolution(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
+    # the item changes and the category recompute land together: the running centroid sums
+    # (and what a later memorize rescores) never see one without the other
+    return ctx.store.atomically(lambda: _persist_evolution(ctx, spec, state))
+
+
+def _persist_evolution(ctx: StepContext, spec: StepSpec, state: State) -> State:
     scope = state["scope"]
     plan = state["evolve_plan"]
     now = ctx.clock()

@@ -274,7 +274,11 @@ def _persist(ctx: StepContext, spec: StepSpec, state: State) -> State:
         if row.category_key:
             touched.add(row.category_key)
     ctx.store.upsert_items(rows)
-    refresh_categories(ctx, scope, sorted(touched), int(spec.config.get("anchors", 3)))
+    anchors = int(spec.config.get("anchors", 3))
+    # incremental_centroids=False reads every member of the touched categories (as evolve
+    # does): the same categories, slower; kept for comparison (bench/bench_centroids.py)
+    incremental = bool(spec.config.get("incremental_centroids", True))
+    refresh_categories(ctx, scope, sorted(touched), anchors, changed=rows if incremental else None)
     version = store_intention(ctx, scope, state["intention"])
     return {
         "persisted": {

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory_core.errors import SchemaError
+from memory_core.storage.layer.centroids import CategorySums, Membership, fold_item_changes
 from memory_core.storage.layer.port import (
     CategoryRow,
     DdlMode,
@@ -94,6 +95,7 @@ class InMemoryLayerStore:
         self._counts: dict[str, dict[str, int]] = {}
         self._lengths: dict[str, int] = {}
         self._categories: dict[tuple[tuple[str, ...], str], CategoryRow] = {}
+        self._sums: dict[tuple[tuple[str, ...], str], CategorySums] = {}
         self._intentions: list[IntentionRow] = []
         self._latest: dict[tuple[str, ...], IntentionRow] = {}
         self._revisions: list[RevisionRow] = []
@@ -159,6 +161,16 @@ class InMemoryLayerStore:
                         block.put(row.item_id, np.asarray(row.embedding, dtype=np.float32))
                     else:
                         block.drop(row.item_id)
+            changes: list[tuple[tuple[str, ...], Membership | None, ItemRow]] = []
+            for row in rows:
+                before = self._items.get(row.item_id)
+                old = (
+                    None
+                    if before is None
+                    else (before.category_key, before.status == "active", before.embedding)
+                )
+                changes.append((self._key(row.scope), old, row))
+            self._sums.update(fold_item_changes(self._sums, changes))
             for row in rows:
                 self._unindex(row.item_id)
                 stored = _copy_item(row)
@@ -226,6 +238,17 @@ class InMemoryLayerStore:
                 MemberRow(r.item_id, str(r.category_key), r.text, r.confidence, r.embedding)
                 for r in rows
             ]
+
+    def category_sums(self, scope: ScopeValues, keys: Sequence[str]) -> dict[str, CategorySums]:
+        with self._lock:
+            key = self._key(scope)
+            return {k: self._sums[(key, k)] for k in keys if (key, k) in self._sums}
+
+    def put_category_sums(self, scope: ScopeValues, sums: Mapping[str, CategorySums]) -> None:
+        with self._lock:
+            key = self._key(scope)
+            for category, row in sums.items():
+                self._sums[(key, category)] = row
 
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from memory_core.storage.layer.centroids import CategorySums
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -44,7 +47,8 @@ RESERVED_COLUMNS = frozenset(
         "evidence", "confidence", "stability", "version", "embedding", "status", "name",
         "description", "summary", "anchor_ids", "item_count", "goals", "constraints", "progress",
         "source_item_ids", "run_id", "body", "key", "value", "revision", "change", "pipelines",
-        "tsv", "lex_len", "seq",
+        "tsv", "lex_len", "seq", "vector_sum", "vector_count", "member_count", "weight_max",
+        "scored_centroid", "runner_up", "reserve_ids",
     }
 )  # fmt: skip
 
@@ -160,7 +164,14 @@ class LayerStore(Protocol):
 
     def add_resource(self, row: ResourceRow) -> None: ...
 
-    def upsert_items(self, rows: Sequence[ItemRow]) -> None: ...
+    def upsert_items(self, rows: Sequence[ItemRow]) -> None:
+        """Insert or replace items, and fold them into their categories' running centroid
+        sums in the same transaction (an item leaving a category subtracts its old embedding).
+
+        A write that changes an active member's confidence or embedding must be followed, in
+        the same transaction, by a refresh of its category (memorize and evolve do): the
+        incremental anchor choice trusts that members outside the reserve did not change."""
+        ...
 
     def items(
         self,
@@ -180,6 +191,15 @@ class LayerStore(Protocol):
     def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
         """The active items of one scope in categories ``keys``, oldest first (as :meth:`items`
         orders them), without their evidence: what a category refresh needs, read per call."""
+        ...
+
+    def category_sums(self, scope: ScopeValues, keys: Sequence[str]) -> dict[str, CategorySums]:
+        """The running centroid sums of categories ``keys`` of one scope (a key without a row
+        has had no member). :meth:`upsert_items` keeps them in its own transaction."""
+        ...
+
+    def put_category_sums(self, scope: ScopeValues, sums: Mapping[str, CategorySums]) -> None:
+        """Replace the sums rows of one scope's categories (after a refresh or a recompute)."""
         ...
 
     def vector_search(

@@ -32,7 +32,9 @@ import numpy as np
 import psycopg
 
 from memory_core.errors import ConfigError, SchemaError
+from memory_core.storage.layer import centroids
 from memory_core.storage.layer import sql_common as sql
+from memory_core.storage.layer.centroids import CategorySums, Membership
 from memory_core.storage.layer.memory import lexical_tokens
 from memory_core.storage.layer.port import (
     CategoryRow,
@@ -110,6 +112,7 @@ def layer_pg_ddl(fields: Sequence[str]) -> list[str]:
         "CREATE TABLE IF NOT EXISTS layer_run (seq BIGINT GENERATED ALWAYS AS IDENTITY, "
         f"run_id {key} PRIMARY KEY, kind TEXT NOT NULL, body TEXT NOT NULL, "
         "created_at DOUBLE PRECISION NOT NULL)",
+        *centroids.sums_ddl(fields, text=key, blob="BYTEA", real="DOUBLE PRECISION"),
     ]
 
 
@@ -146,6 +149,16 @@ def _clean(text: str | None) -> str | None:
 
 def _pg_vector(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float32)
+
+
+def _lock_scopes(conn: Conn, scopes: set[tuple[str, ...]]) -> None:
+    """Hold each scope until the transaction ends. Item writes of one scope then run one
+    after the other: read committed would otherwise let two writers read the same centroid
+    sums (or miss each other's row of the same item) and lose one's change. Taken in one
+    sorted order; a deadlock anyway is retried by :meth:`PostgresLayerStore.atomically`."""
+    for scope_key in sorted(scopes):
+        name = "\x1f".join(["layer_category_sum", *scope_key])
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [name])
 
 
 class PostgresLayerStore:
@@ -242,12 +255,25 @@ class PostgresLayerStore:
 
             def create(conn: Conn) -> None:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                found = conn.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL", [centroids.SUMS_TABLE]
+                ).fetchone()
+                upgrade = not (found and found[0])
                 for statement in layer_pg_ddl(fields):
                     conn.execute(statement.encode())
+                if upgrade:  # a store from before the sums: fill them from its items
+                    self._rebuild_sums(conn, fields)
 
             self._ensure_extension()
             self._ensure_meta_table()
             self._write(create)
+        if self._regclass("layer_item") and not self._regclass(centroids.SUMS_TABLE):
+            raise SchemaError(
+                f"ddl_mode='validate' but {self.location} predates the category centroid sums "
+                f"(table {centroids.SUMS_TABLE!r}, layer ddl_version 2)",
+                hint="open it once with ddl_mode='create': that adds the table and fills it "
+                "from the stored items",
+            )
         for table in sql.SCOPED_TABLES:
             if not self._regclass(table):
                 raise SchemaError(
@@ -263,6 +289,31 @@ class PostgresLayerStore:
                 )
         self._fields = fields
         self._dimension = self._stored_dimension()
+
+    def _rebuild_sums(self, conn: Conn, fields: Sequence[str]) -> None:
+        rows = (
+            conn.cursor(binary=True)
+            .execute(
+                f"SELECT {sql.scope_columns(fields)}, category_key, confidence, embedding "
+                "FROM layer_item WHERE status = 'active' AND category_key IS NOT NULL"
+            )
+            .fetchall()
+        )
+        n = len(fields)
+        centroids.rebuild_sums(
+            conn,
+            fields,
+            "%s",
+            (
+                (
+                    tuple(r[:n]),
+                    str(r[n]),
+                    float(r[n + 1]),
+                    None if r[n + 2] is None else _pg_vector(r[n + 2]),
+                )
+                for r in rows
+            ),
+        )
 
     def _ensure_extension(self) -> None:
         def create(conn: Conn) -> None:
@@ -383,7 +434,28 @@ class PostgresLayerStore:
             "embedding=excluded.embedding, tsv=excluded.tsv, lex_len=excluded.lex_len, "
             "updated_at=excluded.updated_at"
         )
-        self._write(lambda c: c.cursor().executemany(statement, values))
+        ids = [row.item_id for row in rows]
+
+        def work(conn: Conn) -> None:
+            _lock_scopes(conn, {tuple(row.scope[f] for f in self._fields) for row in rows})
+            before = {
+                str(r[0]): (r[1], r[2] == "active", None if r[3] is None else _pg_vector(r[3]))
+                for r in conn.cursor(binary=True)
+                .execute(
+                    "SELECT item_id, category_key, status, embedding FROM layer_item "
+                    "WHERE item_id = ANY(%s::text[])",
+                    [ids],
+                )
+                .fetchall()
+            }
+            changes: list[tuple[tuple[str, ...], Membership | None, ItemRow]] = [
+                (tuple(row.scope[f] for f in self._fields), before.get(row.item_id), row)
+                for row in rows
+            ]
+            conn.cursor().executemany(statement, values)
+            centroids.sync_sums(conn, self._fields, "%s", changes)
+
+        self._write(work)
 
     def _item_select(self) -> str:
         return f"SELECT {self._cols()}, {sql.ITEM_COLUMNS} FROM layer_item"
@@ -438,6 +510,9 @@ class PostgresLayerStore:
     def category_members(self, scope: ScopeValues, keys: Sequence[str]) -> list[MemberRow]:
         if not keys:
             return []
+        pinned: Conn | None = getattr(self._local, "conn", None)
+        if pinned is not None:  # a refresh that will rewrite these categories' sums
+            _lock_scopes(pinned, {tuple(scope[f] for f in self._fields)})
         where, params = pg_scope_where({f: (scope[f],) for f in self._fields})
         rows = self._read(
             "SELECT item_id, category_key, text, confidence, embedding FROM layer_item "
@@ -453,6 +528,18 @@ class PostgresLayerStore:
             )
             for r in rows
         ]  # fmt: skip
+
+    def category_sums(self, scope: ScopeValues, keys: Sequence[str]) -> dict[str, CategorySums]:
+        scope_key = [scope[f] for f in self._fields]
+        return self._run(
+            lambda c: centroids.read_sums(c, self._fields, "%s", scope_key, keys),
+            write=False,
+            transaction=False,
+        )
+
+    def put_category_sums(self, scope: ScopeValues, sums: Mapping[str, CategorySums]) -> None:
+        scope_key = [scope[f] for f in self._fields]
+        self._write(lambda c: centroids.write_sums(c, self._fields, "%s", scope_key, sums))
 
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int

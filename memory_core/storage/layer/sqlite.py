@@ -22,7 +22,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory_core.errors import SchemaError
+from memory_core.storage.layer import centroids
 from memory_core.storage.layer import sql_common as sql
+from memory_core.storage.layer.centroids import CategorySums, Membership
 from memory_core.storage.layer.port import (
     CategoryRow,
     DdlMode,
@@ -81,6 +83,7 @@ def layer_ddl(fields: Sequence[str]) -> list[str]:
         "change TEXT NOT NULL, pipelines TEXT NOT NULL, created_at REAL NOT NULL)",
         "CREATE TABLE IF NOT EXISTS layer_run (run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
         "body TEXT NOT NULL, created_at REAL NOT NULL)",
+        *centroids.sums_ddl(fields, text="TEXT", blob="BLOB", real="REAL"),
         *ITEM_GENERATION_DDL,
     ]
 
@@ -187,14 +190,24 @@ class SqliteLayerStore:
     def provision(self, fields: Sequence[str], mode: DdlMode) -> None:
         fields = tuple(fields)
         if mode == "create":
+            upgrade = centroids.SUMS_TABLE not in self._tables()
 
             def create(conn: Any) -> None:
                 for statement in layer_ddl(fields):
                     conn.execute(statement)
+                if upgrade:  # a store from before the sums: fill them from its items
+                    self._rebuild_sums(conn, fields)
 
             self._ensure_meta_table()
             self._write(create)
         tables = self._tables()
+        if "layer_item" in tables and centroids.SUMS_TABLE not in tables:
+            raise SchemaError(
+                f"ddl_mode='validate' but {self.path} predates the category centroid sums "
+                f"(table {centroids.SUMS_TABLE!r}, layer ddl_version 2)",
+                hint="open it once with ddl_mode='create': that adds the table and fills it "
+                "from the stored items",
+            )
         for table in sql.SCOPED_TABLES:
             if table not in tables:
                 raise SchemaError(
@@ -215,6 +228,28 @@ class SqliteLayerStore:
         if not self._generation_table:
             return None
         return int(conn.execute("SELECT value FROM layer_item_generation").fetchone()[0])
+
+    def _rebuild_sums(self, conn: Any, fields: Sequence[str]) -> None:
+        cols = sql.scope_columns(fields)
+        rows = conn.execute(
+            f"SELECT {cols}, category_key, confidence, embedding FROM layer_item "
+            "WHERE status = 'active' AND category_key IS NOT NULL"
+        ).fetchall()
+        n = len(fields)
+        centroids.rebuild_sums(
+            conn,
+            fields,
+            "?",
+            (
+                (
+                    tuple(r[:n]),
+                    r[n],
+                    float(r[n + 1]),
+                    None if r[n + 2] is None else _blob_vector(r[n + 2]),
+                )
+                for r in rows
+            ),
+        )
 
     def _ensure_meta_table(self) -> None:
         self._write(lambda c: c.execute(sql.META_TABLE_DDL))
@@ -264,10 +299,18 @@ class SqliteLayerStore:
 
         def work(conn: Any) -> None:
             generations.append(self._item_generation(conn))
+            changes: list[tuple[tuple[str, ...], Membership | None, ItemRow]] = []
             for row in rows:
                 old = conn.execute(
-                    "SELECT rowid, text, status FROM layer_item WHERE item_id = ?", [row.item_id]
+                    "SELECT rowid, text, status, category_key, embedding FROM layer_item "
+                    "WHERE item_id = ?",
+                    [row.item_id],
                 ).fetchone()
+                member: Membership | None = None
+                if old is not None:
+                    vector = None if old[4] is None else _blob_vector(old[4])
+                    member = (old[3], old[2] == "active", vector)
+                changes.append((tuple(row.scope[f] for f in self._fields), member, row))
                 if old is not None and old[2] == "active":
                     conn.execute(
                         "INSERT INTO layer_item_fts(layer_item_fts, rowid, text) "
@@ -292,6 +335,7 @@ class SqliteLayerStore:
                     conn.execute(
                         "INSERT INTO layer_item_fts(rowid, text) VALUES (?, ?)", [rowid, row.text]
                     )
+            centroids.sync_sums(conn, self._fields, "?", changes)
 
             generations.append(self._item_generation(conn))
 
@@ -374,6 +418,15 @@ class SqliteLayerStore:
             )
             for r in rows
         ]
+
+    def category_sums(self, scope: ScopeValues, keys: Sequence[str]) -> dict[str, CategorySums]:
+        scope_key = [scope[f] for f in self._fields]
+        with self._lock:
+            return centroids.read_sums(self._conn, self._fields, "?", scope_key, keys)
+
+    def put_category_sums(self, scope: ScopeValues, sums: Mapping[str, CategorySums]) -> None:
+        scope_key = [scope[f] for f in self._fields]
+        self._write(lambda c: centroids.write_sums(c, self._fields, "?", scope_key, sums))
 
     def vector_search(
         self, selector: ScopeFilter, vector: np.ndarray, k: int
