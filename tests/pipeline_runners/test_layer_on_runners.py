@@ -12,13 +12,15 @@ import pydantic_ai.models
 import pytest
 from store_testkit import start_pgserver
 
+from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.pipeline.contract import Runner, SyncRunner
+from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.burr_runner import BurrRunner
-from memory_core.pipeline.scopes import ScopeSelector
+from memory_core.pipeline.scopes import ANY, ScopeSelector
 from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.conftest import fresh_pg_schema
-from tests.pipeline.layer_kit import ALICE, CATEGORIES, CHAT, OrgScope
+from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, CHAT, EVE, OrgScope
 
 BACKENDS = [
     pytest.param("memory", id="memory"),
@@ -140,6 +142,59 @@ def test_the_layer_behaves_the_same_on_every_runner_and_backend(
     assert got["items"] and got["retrieved"], "the session memorised and retrieved something"
     assert [k for k, *_ in got["run_log"]] == ["evolve", "memorize", "retrieve"]
     assert got == on_sync
+
+
+BOB_CHAT = [{"role": "user", "content": "I prefer green tea and I never drink coffee at work."}]
+EVE_CHAT = [{"role": "user", "content": "I prefer espresso coffee with dark roast beans daily."}]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["sync", "burr", "temporal", "temporal_local"])
+def test_the_boundary_and_pipeline_revisions_hold_on_every_runner_and_backend(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fresh_store: StoreFactory,
+    name: str,
+    backend: str,
+) -> None:
+    runner: Runner
+    if name == "sync":
+        runner = SyncRunner()
+    elif name == "burr":
+        runner = BurrRunner(tmp_path)
+    else:
+        runner = request.getfixturevalue(f"{name}_runner")
+    store = fresh_store(backend)
+    service = _service(runner, store)
+    try:
+        for scope, chat in ((ALICE, CHAT), (BOB, BOB_CHAT), (EVE, EVE_CHAT)):
+            service.memorize(scope, conversation=chat)
+        acme = ScopeSelector(org_id="acme", user_id=ANY)
+
+        anyone = service.retrieve(acme, "coffee tea peanuts")
+
+        assert {i["scope"]["user_id"] for i in anyone.items} == {"alice", "bob"}
+        assert "espresso" not in anyone.context  # eve's org is outside the boundary
+        with pytest.raises(InvalidInputError, match="boundary field 'org_id' with ANY"):
+            service.retrieve(ScopeSelector(org_id=ANY, user_id="eve"), "espresso")
+
+        keep_one = step("rerank_again", "verify_rerank", "verify", ["ranked"], ["ranked"], keep=1)
+        with pytest.raises(ConfigError, match="rerank_again"):
+            service.insert_before("recall_items", keep_one)  # 'ranked' does not exist yet
+        assert service.pipeline_revision == 1
+        assert service.insert_after("verify_rerank", keep_one) == 2
+        edited = service.retrieve(acme, "coffee tea peanuts")
+        assert len(edited.items) == 1 < len(anyone.items)
+        assert service.rollback(1) == 3
+        rolled_back = service.retrieve(acme, "coffee tea peanuts")
+        assert [i["text"] for i in rolled_back.items] == [i["text"] for i in anyone.items]
+        runs = service.runs(3)
+        assert [r["pipeline_revision"] for r in runs] == [3, 2, 1]
+        assert "rerank_again" in [s["step_id"] for s in runs[1]["steps"]]
+        assert {r["runner"] for r in runs} == {runner.name}
+    finally:
+        if backend != "memory":
+            service.close()
 
 
 def test_the_burr_runner_keeps_the_layers_run_state(tmp_path: Path) -> None:
