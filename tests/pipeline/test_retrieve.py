@@ -143,6 +143,9 @@ def test_no_selector_reads_a_scope_outside_its_boundary(make_service: ServiceFac
             assert matches(scope, allowed), (selector, query, scope)
         if org == ["acme"]:
             assert "espresso" not in result.context
+    for user, query in itertools.product(users, queries):  # ANY on the boundary never reads
+        with pytest.raises(InvalidInputError, match="boundary field 'org_id' with ANY"):
+            service.retrieve(ScopeSelector(org_id=ANY, user_id=user), query)
 
 
 def test_without_a_vector_index_retrieval_falls_back_to_lexical_and_categories(
