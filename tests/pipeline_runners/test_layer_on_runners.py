@@ -12,12 +12,13 @@ import pydantic_ai.models
 import pytest
 from store_testkit import start_pgserver
 
-from memory_core.errors import ConfigError, InvalidInputError
-from memory_core.pipeline.contract import Runner, SyncRunner
+from memory_core.errors import ConfigError, InvalidInputError, PipelineRunError
+from memory_core.pipeline.contract import Runner, State, StepSpec, SyncRunner
 from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.scopes import ANY, ScopeSelector
 from memory_core.pipeline.service import MemoryService
+from memory_core.pipeline.steps import LLMHandle, StepContext
 from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.conftest import fresh_pg_schema
 from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, CHAT, EVE, OrgScope
@@ -192,6 +193,61 @@ def test_the_boundary_and_pipeline_revisions_hold_on_every_runner_and_backend(
         assert [r["pipeline_revision"] for r in runs] == [3, 2, 1]
         assert "rerank_again" in [s["step_id"] for s in runs[1]["steps"]]
         assert {r["runner"] for r in runs} == {runner.name}
+    finally:
+        if backend != "memory":
+            service.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["sync", "burr", "temporal", "temporal_local"])
+def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and_backend(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fresh_store: StoreFactory,
+    name: str,
+    backend: str,
+) -> None:
+    attempts: list[int] = []
+
+    def flaky(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
+        attempts.append(1)
+        if spec.config.get("always_fail") or (spec.config.get("fail_once") and len(attempts) == 1):
+            raise RuntimeError("disk on fire")
+        return {}
+
+    runner: Runner
+    if name == "sync":
+        runner = SyncRunner()
+    elif name == "burr":
+        runner = BurrRunner(tmp_path)
+    else:
+        runner = request.getfixturevalue(f"{name}_runner")
+    service = MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": fresh_store(backend)},
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+        runner=runner,
+        steps={"flaky": flaky},
+    )
+    try:
+        service.insert_after("route_intention", step("flaky", "flaky", "check", always_fail=True))
+        with pytest.raises(PipelineRunError, match="disk on fire"):
+            service.retrieve(ScopeSelector(org_id="acme", user_id="alice"), "coffee")
+        failed = service.runs(1)[0]
+        assert failed["runner"] == runner.name and failed["status"] == "failed"
+        assert "flaky" in failed["error"] and "disk on fire" in failed["error"]
+        assert failed["steps"][-1]["step_id"] == "flaky"
+        assert "disk on fire" in failed["steps"][-1]["error"]
+        assert failed["output"] is None
+
+        attempts.clear()
+        service.config("flaky", always_fail=None, fail_once=True, retries=1)
+        service.retrieve(ScopeSelector(org_id="acme", user_id="alice"), "coffee")
+        ok = service.runs(1)[0]
+        assert ok["status"] == "ok" and len(attempts) == 2
+        assert next(s for s in ok["steps"] if s["step_id"] == "flaky")["attempts"] == 2
     finally:
         if backend != "memory":
             service.close()
