@@ -1,4 +1,5 @@
-"""Creation-time values of the memory layer: the taxonomy, version hashes, scope differences."""
+"""Creation-time values and checks of the memory layer: the taxonomy, version hashes, the role
+profiles, and the scope model of a reopened store."""
 
 from __future__ import annotations
 
@@ -8,10 +9,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memory_core.errors import ConfigError
+from memory_core.errors import ConfigError, ScopeMismatchError
 from memory_core.pipeline.scopes import ScopeSpec
 
-__all__ = ["DDL_VERSION", "scope_difference", "taxonomy_from", "version_hash"]
+__all__ = [
+    "DDL_VERSION",
+    "check_reopened_scope",
+    "check_role_profiles",
+    "scope_difference",
+    "taxonomy_from",
+    "version_hash",
+]
 
 DDL_VERSION = 2  # 2: category centroid sums (layer_category_sum)
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -58,3 +66,32 @@ def scope_difference(stored: Mapping[str, Any], spec: ScopeSpec) -> str:
     if retyped:
         parts.append(f"retyped {retyped}")
     return "; ".join(parts)
+
+
+def check_role_profiles(roles: Mapping[str, str], profiles: Mapping[str, Any]) -> None:
+    """Every role maps to a defined profile.
+
+    Raises:
+        ConfigError: a role names a profile ``llm_providers`` does not define.
+    """
+    for role, name in roles.items():
+        if name not in profiles:
+            raise ConfigError(
+                f"role_profiles maps role {role!r} to the undefined profile {name!r}",
+                hint=f"define it in llm_providers (profiles: {sorted(profiles)})",
+            )
+
+
+def check_reopened_scope(stored: Mapping[str, Any] | None, spec: ScopeSpec) -> None:
+    """A store opened again (its ``service_meta`` is ``stored``) keeps its scope model.
+
+    Raises:
+        ScopeMismatchError: the store was created with another scope model.
+    """
+    if stored is not None and stored.get("scope_schema_hash") != spec.schema_hash:
+        raise ScopeMismatchError(
+            f"this store was created with another scope model: {scope_difference(stored, spec)}",
+            hint="open it with the scope model it was created with; to change scope fields, "
+            "create a new store and memorize into it again (scopes are never migrated)",
+            details={"stored": stored["scope_fields"], "given": spec.describe()},
+        )

@@ -13,12 +13,16 @@ scope schema hash, fields, DDL version, taxonomy version, pipeline revision and 
 provider summary. Pipelines are edited through ``config`` / ``insert_after`` / ``insert_before``
 / ``replace`` / ``remove`` / ``disable``; each accepted change is validated and stored as a new
 revision that can be listed, diffed and rolled back to. Every run is logged.
+
+This module holds creation and memorize / retrieve / evolve; the class gathers its other
+parts from ``service_state`` (the shared state, meta, capabilities), ``revisions`` (pipeline
+editing), ``runs`` (the run log, resume, stored steps) and ``layer_queries`` (read-only
+queries).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -29,115 +33,32 @@ import numpy as np
 from pydantic import BaseModel
 
 from memory_core.embed import create_embedder
-from memory_core.errors import (
-    ConfigError,
-    InvalidInputError,
-    NotFoundError,
-    PipelineRunError,
-    ScopeMismatchError,
-)
+from memory_core.errors import InvalidInputError
 from memory_core.pipeline.async_service import AsyncMemoryService
-from memory_core.pipeline.contract import (
-    DurableRunner,
-    ExecuteStep,
-    Pipeline,
-    PipelineName,
-    ResumableRunner,
-    Runner,
-    RunOutcome,
-    State,
-    StepSpec,
-    SyncRunner,
-)
+from memory_core.pipeline.contract import DurableRunner, Runner, SyncRunner
 from memory_core.pipeline.creation import (
     DDL_VERSION,
-    scope_difference,
+    check_reopened_scope,
+    check_role_profiles,
     taxonomy_from,
     version_hash,
 )
-from memory_core.pipeline.editing import (
-    PipelineSet,
-    default_pipelines,
-    diff_sets,
-    edit_config,
-    edit_insert,
-    edit_remove,
-    edit_replace,
-    set_from_json,
-    set_to_json,
-    validate,
-)
-from memory_core.pipeline.profiles import (
-    LayerProfile,
-    parse_profiles,
-    redacted_summary,
-    resolve_step_profile,
-)
+from memory_core.pipeline.editing import default_pipelines, set_from_json, set_to_json, validate
+from memory_core.pipeline.layer_queries import LayerQueries
+from memory_core.pipeline.profiles import parse_profiles, redacted_summary
 from memory_core.pipeline.resource_access import DEFAULT_MAX_RESOURCE_BYTES, ResourceAccess
 from memory_core.pipeline.results import EvolveResult, MemorizeResult, RetrieveResult
-from memory_core.pipeline.scopes import ANY, ScopeSelector, ScopeSpec, SelectorPolicy
-from memory_core.pipeline.steps import (
-    BUILTIN_STEPS,
-    LLMHandle,
-    StepContext,
-    StepFn,
-    resource_hash,
-)
-from memory_core.storage.layer import (
-    DdlMode,
-    LayerStore,
-    RevisionRow,
-    RunRow,
-    open_layer_store,
-)
+from memory_core.pipeline.runs import PipelineRuns, evolve_output, memorize_output, retrieve_output
+from memory_core.pipeline.scopes import ScopeSelector, ScopeSpec, SelectorPolicy
+from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn, resource_hash
+from memory_core.storage.layer import DdlMode, RevisionRow, RunRow, open_layer_store
 from memory_core.tokens import TokenCounter, create_token_counter
 
 __all__ = ["DDL_VERSION", "AsyncMemoryService", "MemoryService"]
 
 
-class MemoryService:
+class MemoryService(PipelineRuns, LayerQueries):
     """The synchronous memory layer. Create it with :meth:`create`."""
-
-    def __init__(
-        self,
-        *,
-        store: LayerStore,
-        scope_spec: ScopeSpec,
-        taxonomy: list[dict[str, str]],
-        profiles: dict[str, LayerProfile],
-        role_profiles: dict[str, str],
-        policy: SelectorPolicy,
-        runner: Runner,
-        embed: Callable[[Sequence[str]], np.ndarray],
-        tokens: TokenCounter,
-        clock: Callable[[], float],
-        registry: dict[str, StepFn],
-        meta: dict[str, Any],
-        pipelines: PipelineSet,
-        resources: ResourceAccess | None = None,
-    ) -> None:
-        self.store = store
-        self.scope_spec = scope_spec
-        self.taxonomy = taxonomy
-        self.profiles = profiles
-        self.role_profiles = role_profiles
-        self.policy = policy
-        self.runner = runner
-        self._registry = registry
-        self._meta = meta
-        self._pipelines = pipelines
-        self._stored: dict[int, PipelineSet] = {}  # revisions are immutable once stored
-        self._clock = clock
-        self._ctx = StepContext(
-            store=store,
-            scope_spec=scope_spec,
-            embed=embed,
-            taxonomy=taxonomy,
-            policy=policy,
-            tokens=tokens,
-            clock=clock,
-            resources=resources or ResourceAccess.configure(),
-        )
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -198,12 +119,7 @@ class MemoryService:
         taxonomy = taxonomy_from(categories)
         profiles = parse_profiles(llm_providers)
         roles = dict(role_profiles or {})
-        for role, name in roles.items():
-            if name not in profiles:
-                raise ConfigError(
-                    f"role_profiles maps role {role!r} to the undefined profile {name!r}",
-                    hint=f"define it in llm_providers (profiles: {sorted(profiles)})",
-                )
+        check_role_profiles(roles, profiles)
         policy = SelectorPolicy(
             boundary_fields=tuple(boundary_fields or spec.fields[:1]),
             max_combinations=max_combinations,
@@ -217,13 +133,7 @@ class MemoryService:
         )
         store, storage_summary = open_layer_store(storage_providers)
         stored = store.get_meta()
-        if stored is not None and stored.get("scope_schema_hash") != spec.schema_hash:
-            raise ScopeMismatchError(
-                f"this store was created with another scope model: {scope_difference(stored, spec)}",
-                hint="open it with the scope model it was created with; to change scope fields, "
-                "create a new store and memorize into it again (scopes are never migrated)",
-                details={"stored": stored["scope_fields"], "given": spec.describe()},
-            )
+        check_reopened_scope(stored, spec)
         store.provision(spec.fields, ddl_mode)
         embed = _embed_function(embedder)
         registry = {**BUILTIN_STEPS, **dict(steps or {})}
@@ -278,261 +188,6 @@ class MemoryService:
             # Its worker rebuilds steps from this service's store and providers.
             service.runner.attach(service)
         return service
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """The ``service_meta`` record (a copy)."""
-        return json.loads(json.dumps(self._meta))
-
-    @property
-    def resource_access(self) -> ResourceAccess:
-        """The folders and URL prefixes this service reads resources from."""
-        return self._ctx.resources
-
-    @property
-    def pipeline_revision(self) -> int:
-        return int(self._meta["pipeline_revision"])
-
-    def capabilities(self) -> set[str]:
-        return {"llm", "db_write", *(["vector"] if self.store.vector_capable else [])}
-
-    def close(self) -> None:
-        self.store.close()
-        close_runner = getattr(self.runner, "close", None)  # Temporal's worker and dev server
-        if close_runner is not None:
-            close_runner()
-
-    # -- runs -------------------------------------------------------------------------------
-
-    def _execute_step(self, spec: StepSpec, state: State) -> Mapping[str, Any]:
-        fn = self._registry.get(spec.impl)
-        if fn is None:
-            raise NotFoundError(
-                f"step {spec.step_id!r} uses the unregistered impl {spec.impl!r}",
-                hint="pass it to MemoryService.create(steps={...}) or register_step()",
-            )
-        name = resolve_step_profile(spec.config, spec.role, self.role_profiles)
-        handle = LLMHandle(self.profiles.get(name, self.profiles["default"]))
-        produced = dict(fn(self._ctx, spec, state, handle))
-        if "llm" in spec.capabilities:
-            usage = handle.usage or [
-                {"profile": handle.profile.name, "model": handle.profile.model_label,
-                 "requests": 0, "input_tokens": 0, "output_tokens": 0}
-            ]  # fmt: skip
-            produced["llm_usage"] = {**state.get("llm_usage", {}), spec.step_id: usage}
-        return produced
-
-    @property
-    def execute_step(self) -> ExecuteStep:
-        """The function a runner calls for each step."""
-        return self._execute_step
-
-    def _run(
-        self,
-        kind: PipelineName,
-        state: State,
-        *,
-        input_summary: dict[str, Any],
-        scope_range: dict[str, Any],
-        summarise: Callable[[State], dict[str, Any]],
-    ) -> tuple[str, RunOutcome]:
-        run_id = uuid.uuid4().hex
-        started = time.perf_counter()
-        # The run keeps the revision it started on, whatever is edited while it runs.
-        revision = self.pipeline_revision
-        state = {**state, "pipeline_revision": revision}
-        if isinstance(self.runner, DurableRunner):
-            outcome = self.runner.run_stored(kind, revision, state)
-        else:
-            outcome = self.runner.run(self._pipelines[kind], state, self._execute_step)
-        self._log_run(
-            run_id, kind, revision, outcome, input_summary, scope_range, summarise, started
-        )
-        return run_id, outcome
-
-    def _log_run(
-        self,
-        run_id: str,
-        kind: PipelineName,
-        revision: int,
-        outcome: RunOutcome,
-        input_summary: dict[str, Any],
-        scope_range: dict[str, Any],
-        summarise: Callable[[State], dict[str, Any]],
-        started: float,
-    ) -> None:
-        """Writes the run log; a failed run then raises.
-
-        Raises:
-            PipelineRunError: the run failed (the log names the step and the cause).
-        """
-        body = {
-            "kind": kind,
-            "runner": self.runner.name,
-            # the engine's own id (Burr app id, Temporal workflow id), to inspect or resume
-            **({"runner_run_id": outcome.run_id} if outcome.run_id else {}),
-            "pipeline_revision": revision,
-            "status": outcome.status,
-            "input": input_summary,
-            "scope_range": scope_range,
-            "steps": [
-                {
-                    "step_id": t.step_id,
-                    "ms": round(t.ms, 3),
-                    "attempts": t.attempts,
-                    **({"error": t.error} if t.error else {}),
-                }
-                for t in outcome.timings
-            ],
-            "llm_usage": outcome.state.get("llm_usage", {}),
-            "error": outcome.error,
-            "output": summarise(outcome.state) if outcome.status == "ok" else None,
-            "ms": round((time.perf_counter() - started) * 1000, 3),
-        }
-        self.store.add_run(RunRow(run_id, kind, body, self._clock()))
-        if outcome.status != "ok":
-            raise PipelineRunError(
-                f"{kind} run {run_id} failed: {outcome.error}",
-                hint="see the run log (service.runs()) for the step timings and cause",
-                details={"run_id": run_id},
-            )
-
-    def resume(self, kind: PipelineName, runner_run_id: str) -> dict[str, Any]:
-        """Finishes a run whose caller or process stopped, on the run's own pipeline revision
-        (read from the store), and logs it (its input names the run it resumes). Burr runs the
-        steps after the last one it saved; Temporal waits for the workflow, which any worker of
-        its task queue (this service's included) finishes.
-
-        Idempotent: once the run is logged as finished (ok) in this store, by its caller or by
-        an earlier resume, this returns that entry, and runs and logs nothing.
-
-        Returns:
-            The run log entry of the resumed run (as in :meth:`runs`).
-
-        Raises:
-            ConfigError: this service's runner keeps no run state (the sync runner).
-            NotFoundError: the runner saved nothing for `runner_run_id`, or its revision is
-                not in this store.
-            InvalidInputError: the saved scope does not fit this store.
-            PipelineRunError: a step failed again.
-        """
-        runner = self.runner
-        if not isinstance(runner, ResumableRunner):
-            raise ConfigError(
-                f"the {runner.name!r} runner keeps no run state to resume {runner_run_id!r} from",
-                hint="create the service with the runner the run started on: burr on its state "
-                "file, or temporal on its server and task queue",
-            )
-        finished = self.store.finished_run(kind, runner_run_id)
-        if finished is not None:
-            return {"run_id": finished.run_id, **finished.body}
-        saved = runner.persisted_state(kind, runner_run_id)
-        if saved is None:
-            raise NotFoundError(
-                f"the {runner.name} runner saved no {kind} run {runner_run_id!r}",
-                hint="use the runner_run_id of a run in service.runs()",
-            )
-        revision = saved.get("pipeline_revision")
-        if not isinstance(revision, int):
-            raise InvalidInputError(
-                f"{kind} run {runner_run_id!r} saved no pipeline revision (got {revision!r})",
-                hint="only runs started by a MemoryService can be resumed by one",
-            )
-        self._check_run_scope(kind, saved)
-        pipeline = self.stored_pipeline(kind, revision)
-        run_id = uuid.uuid4().hex
-        started = time.perf_counter()
-        outcome = runner.resume(pipeline, runner_run_id, self._execute_step)
-        scope_range = saved.get("scope") or saved.get("selector") or {}
-        self._log_run(
-            run_id,
-            kind,
-            revision,
-            outcome,
-            {"resumed": runner_run_id},
-            scope_range,
-            _OUTPUTS[kind],
-            started,
-        )
-        return self.runs(1)[0]
-
-    # -- stored steps (what a durable runner's worker runs) ------------------------------------
-
-    def stored_pipeline(self, name: PipelineName, revision: int) -> Pipeline:
-        """The pipeline `name` as stored at `revision` (read from the store, not from memory).
-
-        Raises:
-            NotFoundError: no such revision in this store.
-        """
-        pipelines = self._stored.get(revision)
-        if pipelines is None:
-            pipelines = set_from_json(self._revision(revision).pipelines)
-            self._stored[revision] = pipelines
-        return pipelines[name]
-
-    def run_stored_step(
-        self, name: PipelineName, revision: int, step_id: str, state: State
-    ) -> Mapping[str, Any]:
-        """Runs one step rebuilt from the stored `revision`, on this service's store and
-        providers. The run's scope and revision in `state` are checked against this store first:
-        a run can choose its revision and scope, never the store or the providers.
-
-        Raises:
-            NotFoundError: no such revision, or no enabled step `step_id` in it.
-            InvalidInputError: the state's scope does not fit this scope model or policy, or its
-                `pipeline_revision` is not `revision`.
-        """
-        stated = state.get("pipeline_revision")
-        if stated != revision:
-            raise InvalidInputError(
-                f"a {name} run addressed revision {revision} but its state says revision "
-                f"{stated!r}",
-                hint="start the run again from the service (it sets both)",
-            )
-        self._check_run_scope(name, state)
-        pipeline = self.stored_pipeline(name, revision)
-        spec = next((s for s in pipeline.enabled_steps() if s.step_id == step_id), None)
-        if spec is None:
-            enabled = ", ".join(s.step_id for s in pipeline.enabled_steps())
-            raise NotFoundError(
-                f"pipeline {name!r} at revision {revision} has no enabled step {step_id!r} "
-                f"(its steps: {enabled})",
-                hint="a run's steps come from its own revision: start a new run for another",
-            )
-        return self._execute_step(spec, state)
-
-    def _check_run_scope(self, name: PipelineName, state: State) -> None:
-        if name == "retrieve":
-            raw = state.get("selector")
-            if not isinstance(raw, dict):
-                raise InvalidInputError(
-                    f"a retrieve run's state has no scope selector (got {raw!r})",
-                    hint="start retrieve runs through the service",
-                )
-            selector = ScopeSelector({k: ANY if v is None else v for k, v in raw.items()})
-            compiled = self.policy.compile(self.scope_spec, selector)
-            as_json = {k: (list(v) if v is not None else None) for k, v in compiled.items()}
-            if as_json != raw:
-                raise InvalidInputError(
-                    f"a retrieve run's selector {raw!r} is not in its checked form {as_json!r}",
-                    hint="start retrieve runs through the service",
-                )
-            return
-        raw_scope = state.get("scope")
-        if not isinstance(raw_scope, dict):
-            raise InvalidInputError(
-                f"a {name} run's state has no scope (got {raw_scope!r})",
-                hint="start runs through the service",
-            )
-        if self.scope_spec.scope(raw_scope) != raw_scope:
-            raise InvalidInputError(
-                f"a {name} run's scope {raw_scope!r} is not in its checked form",
-                hint="start runs through the service",
-            )
-
-    def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        """The latest run logs, newest first."""
-        return [{"run_id": r.run_id, **r.body} for r in self.store.runs(limit)]
 
     # -- memorize / retrieve / evolve -------------------------------------------------------
 
@@ -596,7 +251,7 @@ class MemoryService:
             {"scope": full, "resource_input": inp, "content_hash": digest, "options": {}},
             input_summary=summary,
             scope_range=full,
-            summarise=_memorize_output,
+            summarise=memorize_output,
         )
         state = outcome.state
         persisted = state.get("persisted", {})
@@ -640,7 +295,7 @@ class MemoryService:
             {"selector": as_json, "query": query, "options": options},
             input_summary={"query": query[:120], "chars": len(query)},
             scope_range=scope_range,
-            summarise=_retrieve_output,
+            summarise=retrieve_output,
         )
         state = outcome.state
         ctx = state.get("context", {})
@@ -676,247 +331,13 @@ class MemoryService:
             {"scope": full, "options": {}},
             input_summary={"scope": full},
             scope_range=full,
-            summarise=_evolve_output,
+            summarise=evolve_output,
         )
         return EvolveResult(
             run_id=run_id,
             diff=outcome.state.get("diff", {}),
             pipeline_revision=int(outcome.state.get("pipeline_revision", self.pipeline_revision)),
         )
-
-    # -- read-only queries ------------------------------------------------------------------
-
-    def list_categories(
-        self,
-        scope: BaseModel | Mapping[str, Any],
-        *,
-        include_summary: bool = True,
-        include_items: bool = False,
-        items_per_category: int = 20,
-    ) -> list[dict[str, Any]]:
-        """The taxonomy of one scope with counts (and summaries, anchors, items if asked).
-
-        Raises:
-            InvalidInputError: the scope misses a field.
-        """
-        full = self.scope_spec.scope(scope)
-        rows = {
-            r.category_key: r for r in self.store.categories({k: (v,) for k, v in full.items()})
-        }
-        items = self.store.items({k: (v,) for k, v in full.items()}) if include_items else []
-        out = []
-        for category in self.taxonomy:
-            row = rows.get(category["key"])
-            entry: dict[str, Any] = {
-                "category_key": category["key"],
-                "name": category["name"],
-                "item_count": row.item_count if row else 0,
-            }
-            if include_summary:
-                entry["summary"] = row.summary if row else ""
-                entry["anchor_ids"] = row.anchor_ids if row else []
-            if include_items:
-                entry["items"] = [
-                    {"item_id": i.item_id, "text": i.text, "confidence": i.confidence}
-                    for i in items
-                    if i.category_key == category["key"]
-                ][:items_per_category]
-            out.append(entry)
-        return out
-
-    def get_category(
-        self, scope: BaseModel | Mapping[str, Any], category: str, *, items: int = 50
-    ) -> dict[str, Any]:
-        """One category of one scope (by key or name) with its summary, anchors and items.
-
-        Raises:
-            InvalidInputError: the scope misses a field.
-            NotFoundError: no such category in the taxonomy.
-        """
-        wanted = category.strip().lower()
-        found = [c for c in self.taxonomy if wanted in (c["key"], c["name"].lower())]
-        if not found:
-            raise NotFoundError(
-                f"no category {category!r} in the taxonomy",
-                hint="use one of " + ", ".join(c["key"] for c in self.taxonomy),
-            )
-        key = found[0]["key"]
-        entries = self.list_categories(
-            scope, include_summary=True, include_items=True, items_per_category=items
-        )
-        return next(e for e in entries if e["category_key"] == key)
-
-    def get_latest_intention(self, scope: BaseModel | Mapping[str, Any]) -> dict[str, Any] | None:
-        """The newest intention (goals, constraints, progress, version) of one scope, or None.
-
-        Raises:
-            InvalidInputError: the scope misses a field.
-        """
-        full = self.scope_spec.scope(scope)
-        rows = self.store.latest_intentions({k: (v,) for k, v in full.items()})
-        if not rows:
-            return None
-        r = rows[0]
-        return {
-            "version": r.version,
-            "goals": r.goals,
-            "constraints": r.constraints,
-            "progress": r.progress,
-            "source_item_ids": r.source_item_ids,
-        }
-
-    # -- pipeline editing -------------------------------------------------------------------
-
-    def register_step(self, impl: str, fn: StepFn) -> None:
-        """Make a step implementation available to ``insert_*`` / ``replace`` by name."""
-        self._registry[impl] = fn
-
-    def _apply(self, pipelines: PipelineSet, change: str) -> int:
-        validate(
-            pipelines,
-            registered=self._registry,
-            profiles=self.profiles,
-            role_profiles=self.role_profiles,
-            capabilities=self.capabilities(),
-        )
-        revision = self.pipeline_revision + 1
-        latest = self.store.revisions()
-        if latest:
-            revision = max(revision, latest[-1].revision + 1)
-        self.store.add_revision(
-            RevisionRow(revision, change, set_to_json(pipelines), self._clock())
-        )
-        self._pipelines = pipelines
-        self._meta["pipeline_revision"] = revision
-        self.store.set_meta(self._meta)
-        return revision
-
-    def config(self, step_id: str, **changes: Any) -> int:
-        """Override a step's config (``llm_profile``, thresholds, ``top_k``…); returns the new
-        revision.
-
-        Raises:
-            NotFoundError: no such step.
-            ConfigError: the change fails validation (e.g. an undefined profile).
-        """
-        return self._apply(
-            edit_config(self._pipelines, step_id, changes), f"config {step_id} {changes}"
-        )
-
-    def insert_after(self, step_id: str, new_step: StepSpec) -> int:
-        """Insert ``new_step`` after ``step_id``; returns the new revision.
-
-        Raises:
-            NotFoundError: no such step.
-            ConfigError: the new pipeline fails validation.
-        """
-        return self._apply(
-            edit_insert(self._pipelines, step_id, new_step, after=True),
-            f"insert {new_step.step_id} after {step_id}",
-        )
-
-    def insert_before(self, step_id: str, new_step: StepSpec) -> int:
-        """Insert ``new_step`` before ``step_id`` (see :meth:`insert_after`)."""
-        return self._apply(
-            edit_insert(self._pipelines, step_id, new_step, after=False),
-            f"insert {new_step.step_id} before {step_id}",
-        )
-
-    def replace(self, step_id: str, new_step: StepSpec) -> int:
-        """Replace ``step_id`` by ``new_step`` (see :meth:`insert_after`)."""
-        return self._apply(
-            edit_replace(self._pipelines, step_id, new_step),
-            f"replace {step_id} with {new_step.step_id}",
-        )
-
-    def remove(self, step_id: str) -> int:
-        """Remove a step; refused when a later step needs what it produces."""
-        return self._apply(edit_remove(self._pipelines, step_id, disable_only=False),
-                           f"remove {step_id}")  # fmt: skip
-
-    def disable(self, step_id: str) -> int:
-        """Keep a step but skip it; refused like :meth:`remove`."""
-        return self._apply(edit_remove(self._pipelines, step_id, disable_only=True),
-                           f"disable {step_id}")  # fmt: skip
-
-    def pipelines(self) -> dict[str, Any]:
-        """The current pipelines as JSON."""
-        return set_to_json(self._pipelines)
-
-    def pipeline(self, name: PipelineName) -> Pipeline:
-        return self._pipelines[name]
-
-    def revisions(self) -> list[dict[str, Any]]:
-        """Every pipeline revision: number, change, time."""
-        return [
-            {"revision": r.revision, "change": r.change, "created_at": r.created_at}
-            for r in self.store.revisions()
-        ]
-
-    def _revision(self, revision: int) -> RevisionRow:
-        for row in self.store.revisions():
-            if row.revision == revision:
-                return row
-        raise NotFoundError(
-            f"no pipeline revision {revision}",
-            hint="list them with service.revisions() / memoir pipeline revisions",
-        )
-
-    def diff(self, old: int, new: int | None = None) -> dict[str, Any]:
-        """What changed from revision ``old`` to ``new`` (default: the current one).
-
-        Raises:
-            NotFoundError: an unknown revision.
-        """
-        target = self._revision(new if new is not None else self.pipeline_revision)
-        return diff_sets(self._revision(old).pipelines, target.pipelines)
-
-    def rollback(self, revision: int) -> int:
-        """Restore the pipelines of ``revision`` as a new revision; returns its number.
-
-        Raises:
-            NotFoundError: an unknown revision.
-            ConfigError: that revision no longer validates (e.g. its step impl is gone).
-        """
-        row = self._revision(revision)
-        return self._apply(set_from_json(row.pipelines), f"rollback to {revision}")
-
-
-def _memorize_output(state: State) -> dict[str, Any]:
-    persisted = state.get("persisted", {})
-    return {
-        "resource_id": state.get("resource", {}).get("resource_id"),
-        "items_added": len(persisted.get("items_added", [])),
-        "items_merged": len(persisted.get("items_merged", [])),
-        "categories": persisted.get("categories", []),
-        "missing_capabilities": state.get("missing_capabilities", []),
-    }
-
-
-def _retrieve_output(state: State) -> dict[str, Any]:
-    ctx = state.get("context", {})
-    return {
-        "layer": ctx.get("layer"),
-        "items": [i["item_id"] for i in ctx.get("items", [])],
-        "tokens": ctx.get("tokens", 0),
-        "fallbacks": state.get("fallbacks", []),
-    }
-
-
-def _evolve_output(state: State) -> dict[str, Any]:
-    diff = state.get("diff", {})
-    return {
-        "superseded": len(diff.get("superseded", [])),
-        "recategorised": len(diff.get("recategorised", [])),
-        "intention_version": diff.get("intention", {}).get("to_version"),
-    }
-
-
-_OUTPUTS: dict[str, Callable[[State], dict[str, Any]]] = {
-    "memorize": _memorize_output,
-    "retrieve": _retrieve_output,
-    "evolve": _evolve_output,
-}
 
 
 def _embed_function(embedder: Any) -> Callable[[Sequence[str]], np.ndarray]:

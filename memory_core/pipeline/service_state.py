@@ -1,0 +1,89 @@
+"""The state a memory layer service holds, its ``service_meta`` and its capabilities."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memory_core.pipeline.contract import Runner
+from memory_core.pipeline.editing import PipelineSet
+from memory_core.pipeline.profiles import LayerProfile
+from memory_core.pipeline.resource_access import ResourceAccess
+from memory_core.pipeline.scopes import ScopeSpec, SelectorPolicy
+from memory_core.pipeline.steps import StepContext, StepFn
+from memory_core.storage.layer import LayerStore
+from memory_core.tokens import TokenCounter
+
+__all__ = ["ServiceState"]
+
+
+class ServiceState:
+    """What every part of :class:`~memory_core.pipeline.service.MemoryService` shares: its
+    store, scope model, taxonomy, profiles, policy, runner, registry, meta and pipelines."""
+
+    def __init__(
+        self,
+        *,
+        store: LayerStore,
+        scope_spec: ScopeSpec,
+        taxonomy: list[dict[str, str]],
+        profiles: dict[str, LayerProfile],
+        role_profiles: dict[str, str],
+        policy: SelectorPolicy,
+        runner: Runner,
+        embed: Callable[[Sequence[str]], np.ndarray],
+        tokens: TokenCounter,
+        clock: Callable[[], float],
+        registry: dict[str, StepFn],
+        meta: dict[str, Any],
+        pipelines: PipelineSet,
+        resources: ResourceAccess | None = None,
+    ) -> None:
+        self.store = store
+        self.scope_spec = scope_spec
+        self.taxonomy = taxonomy
+        self.profiles = profiles
+        self.role_profiles = role_profiles
+        self.policy = policy
+        self.runner = runner
+        self._registry = registry
+        self._meta = meta
+        self._pipelines = pipelines
+        self._stored: dict[int, PipelineSet] = {}  # revisions are immutable once stored
+        self._clock = clock
+        self._ctx = StepContext(
+            store=store,
+            scope_spec=scope_spec,
+            embed=embed,
+            taxonomy=taxonomy,
+            policy=policy,
+            tokens=tokens,
+            clock=clock,
+            resources=resources or ResourceAccess.configure(),
+        )
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The ``service_meta`` record (a copy)."""
+        return json.loads(json.dumps(self._meta))
+
+    @property
+    def resource_access(self) -> ResourceAccess:
+        """The folders and URL prefixes this service reads resources from."""
+        return self._ctx.resources
+
+    @property
+    def pipeline_revision(self) -> int:
+        return int(self._meta["pipeline_revision"])
+
+    def capabilities(self) -> set[str]:
+        return {"llm", "db_write", *(["vector"] if self.store.vector_capable else [])}
+
+    def close(self) -> None:
+        self.store.close()
+        close_runner = getattr(self.runner, "close", None)  # Temporal's worker and dev server
+        if close_runner is not None:
+            close_runner()
