@@ -37,6 +37,15 @@ def no_real_model_requests() -> Iterator[None]:
     pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
 
 
+def _runner(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> Runner:
+    if name == "sync":
+        return SyncRunner()
+    if name == "burr":
+        return BurrRunner(tmp_path)
+    runner: Runner = request.getfixturevalue(f"{name}_runner")
+    return runner
+
+
 def _service(runner: Runner, metadata_store: Any = None) -> MemoryService:
     return MemoryService.create(
         scope_model=OrgScope,
@@ -108,9 +117,7 @@ def test_the_layer_behaves_the_same_on_every_runner_and_backend(
     if backend not in _SYNC_SESSIONS:  # the sync baseline, once per backend
         _SYNC_SESSIONS[backend] = _session(SyncRunner(), fresh_store(backend))
     on_sync = _SYNC_SESSIONS[backend]
-    runner: Runner = (
-        BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue(f"{name}_runner")
-    )
+    runner = _runner(request, tmp_path, name)
 
     got = _session(runner, fresh_store(backend))
 
@@ -132,13 +139,7 @@ def test_the_boundary_and_pipeline_revisions_hold_on_every_runner_and_backend(
     name: str,
     backend: str,
 ) -> None:
-    runner: Runner
-    if name == "sync":
-        runner = SyncRunner()
-    elif name == "burr":
-        runner = BurrRunner(tmp_path)
-    else:
-        runner = request.getfixturevalue(f"{name}_runner")
+    runner = _runner(request, tmp_path, name)
     store = fresh_store(backend)
     service = _service(runner, store)
     try:
@@ -189,13 +190,7 @@ def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and
             raise RuntimeError("disk on fire")
         return {}
 
-    runner: Runner
-    if name == "sync":
-        runner = SyncRunner()
-    elif name == "burr":
-        runner = BurrRunner(tmp_path)
-    else:
-        runner = request.getfixturevalue(f"{name}_runner")
+    runner = _runner(request, tmp_path, name)
     service = MemoryService.create(
         scope_model=OrgScope,
         categories=CATEGORIES,
@@ -225,15 +220,6 @@ def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and
     finally:
         if backend != "memory":
             service.close()
-
-
-def _runner(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> Runner:
-    if name == "sync":
-        return SyncRunner()
-    if name == "burr":
-        return BurrRunner(tmp_path)
-    runner: Runner = request.getfixturevalue(f"{name}_runner")
-    return runner
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
