@@ -23,6 +23,62 @@ def tag_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) ->
     return {"candidates": [{**c, "text": f"{c['text']} [{tag}]"} for c in state["candidates"]]}
 
 
+# Seed 004 §8.1, step by step: (the spec's name, step_id, role, an LLM step?). The spec writes
+# "persist/index" in memorize and evolve and "sufficiency_check" twice in retrieve; the ids
+# tell the two apart (the impl keeps the spec's name where one implementation serves both).
+SPEC_8_1: dict[str, list[tuple[str, str, str, bool]]] = {
+    "memorize": [
+        ("ingest_resource", "ingest_resource", "ingest", False),
+        ("preprocess_multimodal", "preprocess_multimodal", "preprocess", False),
+        ("extract_items", "extract_items", "extract", True),
+        ("dedupe_merge", "dedupe_merge", "dedupe", False),
+        ("categorize_items", "categorize_items", "categorize", True),
+        ("infer_intention", "infer_intention", "intention", True),
+        ("persist/index", "persist_index", "persist", False),
+    ],
+    "retrieve": [
+        ("route_intention", "route_intention", "route", False),
+        ("sufficiency_check", "sufficiency_intention", "verify", True),
+        ("route_category", "route_category", "route", False),
+        ("sufficiency_check", "sufficiency_category", "verify", True),
+        ("recall_items", "recall_items", "recall", False),
+        ("verify_rerank", "verify_rerank", "verify", True),
+        ("build_context", "build_context", "context", False),
+    ],
+    "evolve": [
+        ("select_targets", "select_targets", "select", False),
+        ("refresh_items", "refresh_items", "dedupe", False),
+        ("re_cluster_categories", "re_cluster_categories", "categorize", True),
+        ("adjust_intention", "adjust_intention", "intention", True),
+        ("persist/index", "persist_evolution", "persist", False),
+        ("emit_diff", "emit_diff", "report", False),
+    ],
+}
+
+
+def test_the_default_pipelines_are_the_spec_s_step_lists_in_order(
+    make_service: ServiceFactory,
+) -> None:
+    service = make_service()
+    for name, expected in SPEC_8_1.items():
+        steps = service.pipeline(name).steps  # type: ignore[arg-type]
+        got = [(s.step_id, s.role, "llm" in s.capabilities) for s in steps]
+        assert got == [(step_id, role, llm) for _, step_id, role, llm in expected], name
+        for spec_name, spec in zip([e[0] for e in expected], steps, strict=True):
+            assert spec.enabled
+            assert spec.impl == spec_name or spec_name == "persist/index"
+            if spec_name == "persist/index":
+                assert "db_write" in spec.capabilities
+    retrieve = service.pipeline("retrieve").steps
+    assert [s.config.get("layer") for s in retrieve[1:4:2]] == ["intention", "category"]
+    # the runner executes them in that order: the run log lists the same ids
+    service.memorize(ALICE, conversation=CHAT)
+    service.retrieve(ScopeSelector(**ALICE), "peanuts")
+    service.evolve(ALICE)
+    for run in service.runs():
+        assert [s["step_id"] for s in run["steps"]] == [e[1] for e in SPEC_8_1[run["kind"]]]
+
+
 def test_a_config_change_is_a_revision_that_can_be_listed_diffed_and_rolled_back(
     make_service: ServiceFactory,
 ) -> None:

@@ -74,6 +74,24 @@ def test_memorize_is_idempotent_on_resource_hash_and_pipeline_revision(
     assert merged.version == 2 and len(merged.evidence) == 2
 
 
+def test_memorize_merges_a_near_duplicate_into_the_stored_item(
+    make_service: ServiceFactory,
+) -> None:
+    service = make_service()
+    first = service.memorize(ALICE, content="I always prefer dark roast coffee in the morning.")
+    second = service.memorize(ALICE, content="I always prefer dark roast coffee in the mornings.")
+    assert not second.duplicate and second.resource_id != first.resource_id  # another resource
+    assert second.items_added == [] and second.items_merged == first.items_added
+    assert service.store.count_items({"org_id": ("acme",), "user_id": ("alice",)}) == 1
+    (item,) = service.store.items_by_id(first.items_added)
+    assert item.version == 2
+    assert [e["resource_id"] for e in item.evidence] == [first.resource_id, second.resource_id]
+    # the step's threshold decides: above any cosine, the second statement is a new item
+    service.config("dedupe_merge", merge_threshold=1.01)
+    third = service.memorize(ALICE, content="I always prefer dark roast coffee at mornings.")
+    assert len(third.items_added) == 1 and third.items_merged == []
+
+
 def test_categories_get_counts_summaries_and_anchor_items(make_service: ServiceFactory) -> None:
     service = make_service()
     service.memorize(ALICE, conversation=CHAT)

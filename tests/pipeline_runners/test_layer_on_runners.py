@@ -4,13 +4,12 @@ one suite over runners x backends, each compared with the sync runner on the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pydantic_ai.models
 import pytest
-from store_testkit import start_pgserver
 
 from memory_core.errors import ConfigError, InvalidInputError, PipelineRunError
 from memory_core.pipeline.contract import Runner, State, StepSpec, SyncRunner
@@ -20,8 +19,8 @@ from memory_core.pipeline.scopes import ANY, ScopeSelector
 from memory_core.pipeline.service import MemoryService
 from memory_core.pipeline.steps import LLMHandle, StepContext
 from memory_core.storage.layer import InMemoryLayerStore
-from tests.pipeline.conftest import fresh_pg_schema
 from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, CHAT, EVE, OrgScope
+from tests.pipeline_runners.conftest import StoreFactory
 
 BACKENDS = [
     pytest.param("memory", id="memory"),
@@ -38,29 +37,13 @@ def no_real_model_requests() -> Iterator[None]:
     pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
 
 
-@pytest.fixture(scope="module")
-def pg_admin_url() -> str:
-    return start_pgserver()
-
-
-StoreFactory = Callable[[str], Any]
-
-
-@pytest.fixture
-def fresh_store(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> StoreFactory:
-    """``fresh_store(backend)``: the ``metadata_store`` of a new, empty store of that backend."""
-
-    def factory(backend: str) -> Any:
-        if backend == "postgres":
-            url = fresh_pg_schema(request.getfixturevalue("pg_admin_url"))
-            return {"provider": "postgres", "url": url}
-        if backend == "sqlite":
-            return {"provider": "sqlite", "path": str(tmp_path_factory.mktemp("s") / "layer.db")}
-        return InMemoryLayerStore()
-
-    return factory
+def _runner(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> Runner:
+    if name == "sync":
+        return SyncRunner()
+    if name == "burr":
+        return BurrRunner(tmp_path)
+    runner: Runner = request.getfixturevalue(f"{name}_runner")
+    return runner
 
 
 def _service(runner: Runner, metadata_store: Any = None) -> MemoryService:
@@ -134,9 +117,7 @@ def test_the_layer_behaves_the_same_on_every_runner_and_backend(
     if backend not in _SYNC_SESSIONS:  # the sync baseline, once per backend
         _SYNC_SESSIONS[backend] = _session(SyncRunner(), fresh_store(backend))
     on_sync = _SYNC_SESSIONS[backend]
-    runner: Runner = (
-        BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue(f"{name}_runner")
-    )
+    runner = _runner(request, tmp_path, name)
 
     got = _session(runner, fresh_store(backend))
 
@@ -158,13 +139,7 @@ def test_the_boundary_and_pipeline_revisions_hold_on_every_runner_and_backend(
     name: str,
     backend: str,
 ) -> None:
-    runner: Runner
-    if name == "sync":
-        runner = SyncRunner()
-    elif name == "burr":
-        runner = BurrRunner(tmp_path)
-    else:
-        runner = request.getfixturevalue(f"{name}_runner")
+    runner = _runner(request, tmp_path, name)
     store = fresh_store(backend)
     service = _service(runner, store)
     try:
@@ -215,13 +190,7 @@ def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and
             raise RuntimeError("disk on fire")
         return {}
 
-    runner: Runner
-    if name == "sync":
-        runner = SyncRunner()
-    elif name == "burr":
-        runner = BurrRunner(tmp_path)
-    else:
-        runner = request.getfixturevalue(f"{name}_runner")
+    runner = _runner(request, tmp_path, name)
     service = MemoryService.create(
         scope_model=OrgScope,
         categories=CATEGORIES,
@@ -248,6 +217,51 @@ def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and
         ok = service.runs(1)[0]
         assert ok["status"] == "ok" and len(attempts) == 2
         assert next(s for s in ok["steps"] if s["step_id"] == "flaky")["attempts"] == 2
+    finally:
+        if backend != "memory":
+            service.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["sync", "burr", "temporal", "temporal_local"])
+def test_memorize_is_idempotent_and_merges_near_duplicates_on_every_runner_and_backend(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fresh_store: StoreFactory,
+    name: str,
+    backend: str,
+) -> None:
+    runner = _runner(request, tmp_path, name)
+    service = _service(runner, fresh_store(backend))
+    alice = {"org_id": ("acme",), "user_id": ("alice",)}
+    try:
+        first = service.memorize(ALICE, conversation=CHAT)
+        stored = service.store.count_items(alice)
+
+        again = service.memorize(ALICE, conversation=CHAT)
+
+        assert again.duplicate and again.resource_id == first.resource_id
+        assert again.items_added == again.items_merged == []
+        assert service.store.count_items(alice) == stored == len(first.items_added)
+        skipped = service.runs(1)[0]
+        assert skipped["status"] == "skipped" and skipped["runner"] == runner.name
+        assert skipped["output"] == {"duplicate_of": first.resource_id}
+
+        # another statement of a stored fact merges into its item instead of adding one
+        near = service.memorize(ALICE, content="I always prefer dark roast coffee in the mornings.")
+        assert not near.duplicate and near.items_added == []
+        (coffee,) = service.store.items_by_id(near.items_merged)
+        assert "coffee" in coffee.text and coffee.version == 2
+        assert [e["resource_id"] for e in coffee.evidence] == [first.resource_id, near.resource_id]
+        assert service.store.count_items(alice) == stored
+
+        # a new pipeline revision processes the same resource again: its items merge, not repeat
+        service.config("extract_items", max_items=39)
+        rerun = service.memorize(ALICE, conversation=CHAT)
+        assert not rerun.duplicate and rerun.items_added == []
+        assert sorted(rerun.items_merged) == sorted(first.items_added)
+        assert service.store.count_items(alice) == stored
+        assert {r["runner"] for r in service.runs()} == {runner.name}
     finally:
         if backend != "memory":
             service.close()

@@ -1,6 +1,7 @@
-"""A PDF and an image go through the preprocess step on every runner with the same result:
-the step's state (page segments, artifacts, missing capabilities) crosses Burr's persisted
-state and Temporal's JSON payloads intact."""
+"""A PDF and an image go through the preprocess step on every runner with the same result, on
+each of the three stores (in-memory, a SQLite file, PostgreSQL): the step's state (page
+segments, artifacts, missing capabilities) crosses Burr's persisted state and Temporal's JSON
+payloads intact, and the stored items keep their page evidence."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
+from tests.pipeline_runners.conftest import StoreFactory
 
 PAGES = [
     "The quarterly budget review is scheduled for the third week of March.",
@@ -55,24 +57,35 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"pdf": folder / "plan.pdf", "png": folder / "board.png", "wav": folder / "call.wav"}
 
 
-def _session(runner: Runner, files: dict[str, Path]) -> dict[str, Any]:
+BACKENDS = [
+    pytest.param("memory", id="memory"),
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+def _session(runner: Runner, files: dict[str, Path], metadata_store: Any = None) -> dict[str, Any]:
     service = MemoryService.create(
         scope_model=OrgScope,
         categories=CATEGORIES,
-        storage_providers={"metadata_store": InMemoryLayerStore()},
+        storage_providers={"metadata_store": metadata_store or InMemoryLayerStore()},
         boundary_fields=["org_id"],
         embedder="hash:256",
         runner=runner,
         allowed_roots=sorted({str(p.parent) for p in files.values()}),
     )
     out: dict[str, Any] = {}
-    for kind, path in files.items():
-        result = service.memorize(ALICE, uri=str(path))
-        rows = service.store.items_by_id(result.items_added)
-        out[kind] = {
-            "items": sorted((r.text, r.evidence[0].get("page")) for r in rows),
-            "missing": [m["capability"] for m in result.missing_capabilities],
-        }
+    try:
+        for kind, path in files.items():
+            result = service.memorize(ALICE, uri=str(path))
+            rows = service.store.items_by_id(result.items_added)
+            out[kind] = {
+                "items": sorted((r.text, r.evidence[0].get("page")) for r in rows),
+                "missing": [m["capability"] for m in result.missing_capabilities],
+            }
+    finally:
+        if not isinstance(metadata_store, InMemoryLayerStore | None):
+            service.close()
     return out
 
 
@@ -87,15 +100,24 @@ def test_the_sync_session_read_every_file(on_sync: dict[str, Any]) -> None:
     assert on_sync["wav"] == {"items": [], "missing": ["transcription"]}
 
 
+_SYNC_ON: dict[str, dict[str, Any]] = {}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["burr", "temporal", "temporal_local"])
 def test_preprocessing_gives_the_same_items_on_every_runner(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     files: dict[str, Path],
     on_sync: dict[str, Any],
+    fresh_store: StoreFactory,
     name: str,
+    backend: str,
 ) -> None:
+    if backend not in _SYNC_ON:  # the sync baseline on this backend, once
+        _SYNC_ON[backend] = _session(SyncRunner(), files, fresh_store(backend))
+    assert _SYNC_ON[backend] == on_sync  # the store does not change what preprocessing reads
     runner: Runner = (
         BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue(f"{name}_runner")
     )
-    assert _session(runner, files) == on_sync
+    assert _session(runner, files, fresh_store(backend)) == on_sync
