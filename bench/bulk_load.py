@@ -263,7 +263,8 @@ def _pg_fingerprint(conn: Any) -> dict[str, str]:
         "items": _digest(conn.execute(_ITEM_SQL)),
         "lexical": _digest(
             conn.execute(
-                "SELECT item.uid, l.tsv::text, l.length FROM item_lexical l "
+                "SELECT item.uid, l.tsv::text, l.length, l.scope, l.kind, l.deleted "
+                "FROM item_lexical l "
                 "JOIN item ON item.item_id = l.item_id ORDER BY item.uid"
             )
         ),

@@ -92,14 +92,15 @@ def bump_vector_generation(conn: Conn, scope_keys: Iterable[str]) -> None:
 
 
 def lexical_add(conn: Conn, item_ids: Sequence[int]) -> None:
-    """Write the lexical rows of ``item_ids`` from their item rows, with the BM25 statistics."""
+    """Write the lexical rows of ``item_ids`` from their item rows, with the BM25 statistics
+    (and the item's scope, kind and deleted flag, which the search filters on: migration 0003)."""
     if not item_ids:
         return
     ids = list(item_ids)
     conn.execute(
-        "INSERT INTO item_lexical (item_id, tsv, length) "
+        "INSERT INTO item_lexical (item_id, tsv, length, scope, kind, deleted) "
         "SELECT item_id, doc.tsv, (SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
-        "FROM unnest(doc.tsv) AS u) "
+        "FROM unnest(doc.tsv) AS u), item.scope, item.kind, item.deleted "
         f"FROM item, LATERAL (SELECT to_tsvector('{TS_CONFIG}', {_DOCUMENT}) AS tsv) AS doc "
         "WHERE item.item_id = ANY(%s)",
         (ids,),

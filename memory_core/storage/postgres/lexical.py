@@ -159,17 +159,26 @@ class PgLexical:
         match: list[tuple[str, list[str]]] | None = None,
     ) -> list[ScoredId]:
         """BM25 over every lexeme of ``terms`` for the rows matching ``match`` (default:
-        ``terms``) joined by ``operator``."""
+        ``terms``) joined by ``operator``.
+
+        Each row's terms are summed in the order of its tsvector, whatever join the planner
+        picks, so the pruned and the full statement give a row the same score to the last bit.
+        """
         matched = terms if match is None else match
         # Each term is a phrase of its lexemes (as a quoted FTS5 string); terms join by the
         # operator. Built from parameters only: no text of the query becomes tsquery syntax.
         joiner = " && " if operator == "AND" else " || "
         tsquery = joiner.join(f"phraseto_tsquery('{TS_CONFIG}', %s)" for _ in matched)
-        clause, params = scope_kind_where(scope.key if scope else None, list(kinds))
+        # Scope, kind and deleted are on the lexical row (migration 0003): item is read only
+        # for a filter, whose fields live on item and resource.
+        clause, params = scope_kind_where(scope.key if scope else None, list(kinds), table="l")
         join = ""
         if where is not None:
             compiled = compile_filter(where)
-            join = "LEFT JOIN resource ON resource.resource_id = item.resource_id "
+            join = (
+                "JOIN item ON item.item_id = l.item_id "
+                "LEFT JOIN resource ON resource.resource_id = item.resource_id "
+            )
             clause += f" AND ({compiled.sql})"
             params.extend(compiled.params)
         sql = (
@@ -182,12 +191,13 @@ class PgLexical:
             "(SELECT coalesce(sum(rows), 0)::float8 AS rows FROM lexical_term "
             "WHERE term = t.term) AS lt), "
             "hit AS MATERIALIZED (SELECT l.item_id, l.length, l.tsv FROM item_lexical AS l "
-            f"JOIN item ON item.item_id = l.item_id {join}"
+            f"{join}"
             f"WHERE l.tsv @@ ({tsquery}) AND {clause}) "
             "SELECT hit.item_id, sum(q.idf * (x.tf * %s) / (x.tf + %s * (1 - %s + %s * hit.length "
-            "/ st.avgdl))) AS score "
-            "FROM hit CROSS JOIN st CROSS JOIN LATERAL (SELECT u.lexeme, "
-            "coalesce(array_length(u.positions, 1), 1)::float8 AS tf FROM unnest(hit.tsv) AS u) "
+            "/ st.avgdl)) ORDER BY x.n) AS score "
+            "FROM hit CROSS JOIN st CROSS JOIN LATERAL (SELECT u.lexeme, u.n, "
+            "coalesce(array_length(u.positions, 1), 1)::float8 AS tf "
+            "FROM unnest(hit.tsv) WITH ORDINALITY AS u(lexeme, positions, weights, n)) "
             "AS x JOIN q ON q.term = x.lexeme "
             "GROUP BY hit.item_id ORDER BY score DESC, hit.item_id LIMIT %s"
         )
