@@ -73,22 +73,35 @@ def _server(tmp_path: Path, fixed: str, store: str = "layer.db") -> StdioServerP
     )
 
 
-def _other_org_remembers_tea(tmp_path: Path, store: str) -> None:
-    """Another organisation's item in the same layer store, written through the Python API."""
+def _layer_service(tmp_path: Path, store: str) -> MemoryService:
+    """The layer's store opened through the Python API (beside the server)."""
     if store.startswith("postgresql"):
         metadata: dict[str, Any] = {"provider": "postgres", "url": store}
     else:
         metadata = {"provider": "sqlite", "path": str(tmp_path / store)}
     scope = create_model("LayerScope", org_id=(str, ...), user_id=(str, ...))
-    service = MemoryService.create(
+    return MemoryService.create(
         scope_model=scope,
         categories=["Preferences", "Work"],
         storage_providers={"metadata_store": metadata},
         boundary_fields=["org_id"],
         embedder="hash:256",
     )
+
+
+def _other_org_remembers_tea(tmp_path: Path, store: str) -> None:
+    """Another organisation's item in the same layer store, written through the Python API."""
+    service = _layer_service(tmp_path, store)
     service.memorize({"org_id": "evil", "user_id": "eve"}, conversation=TEA)
     service.close()
+
+
+def _stored_texts(tmp_path: Path, store: str, org_id: str, user_id: str) -> list[str]:
+    service = _layer_service(tmp_path, store)
+    try:
+        return [i.text for i in service.store.items({"org_id": (org_id,), "user_id": (user_id,)})]
+    finally:
+        service.close()
 
 
 def _error(result: Any) -> str:
@@ -151,6 +164,8 @@ async def test_memorize_and_retrieve_stay_inside_the_server_fixed_boundary(
         message = _error(refused)
         assert "'org_id' is fixed to 'acme'" in message and "leave 'org_id' out" in message
     assert a_file.is_error  # no such argument: the server never reads a client-named file
+    if layer_store != ":memory:":  # the server wrote into the store its layer file names
+        assert any("green tea" in t for t in _stored_texts(tmp_path, layer_store, "acme", "alice"))
 
 
 async def test_a_layer_whose_boundary_the_server_leaves_open_is_refused(tmp_path: Path) -> None:
