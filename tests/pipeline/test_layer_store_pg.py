@@ -196,7 +196,7 @@ def test_a_wide_range_search_is_planned_on_the_hnsw_index_and_a_narrow_one_is_no
 
     narrow = PostgresLayerStore(layer_pg_url, exact_below=100)
     narrow.provision(FIELDS, "create")
-    one_user = {"org_id": ("acme",), "user_id": ("u1",)}  # 33 rows < exact_below
+    one_user = {"org_id": ("acme",), "user_id": ("u1",)}  # 34 rows < exact_below
     assert len(narrow.vector_search(one_user, vectors[1], 5)) == 5
     narrow.close()
     time.sleep(1.5)
