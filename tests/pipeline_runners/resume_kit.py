@@ -1,4 +1,5 @@
-"""A memory layer on a SQLite file for the resume tests, its step calls logged, and what a
+"""A memory layer for the resume tests (on a SQLite file or a PostgreSQL schema: stores two
+processes can open, which the in-memory store is not), its step calls logged, and what a
 memorize leaves in the store (to compare an interrupted run with an uninterrupted one)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio import activity
 
 from memory_core.pipeline.contract import Runner, StepSpec, SyncRunner
@@ -18,6 +20,15 @@ from memory_core.pipeline.editing import step
 from memory_core.pipeline.service import MemoryService
 from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn
 from tests.pipeline.layer_kit import ALICE, CATEGORIES, CHAT, OrgScope
+
+SHARED_BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+"""The backends a second service (or process) can reopen: a file, a server. In-memory cannot."""
+
+StoreSpec = Path | Mapping[str, Any]
+"""A SQLite file, or a ``metadata_store`` mapping (``fresh_store(backend)``)."""
 
 STOP_AFTER = "extract_items"
 """The first process or worker stops once this step (the third of memorize) has completed."""
@@ -67,13 +78,20 @@ def audit(ctx: Any, spec: StepSpec, state: Any, llm: Any) -> Mapping[str, Any]:
     return {"audited": True}
 
 
+def metadata_store(store: StoreSpec) -> dict[str, Any]:
+    """The ``metadata_store`` provider of `store` (JSON-able, for a subprocess's argv)."""
+    if isinstance(store, Path):
+        return {"provider": "sqlite", "path": str(store)}
+    return dict(store)
+
+
 def layer_service(
-    db: Path, runner: Runner, steps: Mapping[str, StepFn] | None = None
+    store: StoreSpec, runner: Runner, steps: Mapping[str, StepFn] | None = None
 ) -> MemoryService:
     return MemoryService.create(
         scope_model=OrgScope,
         categories=CATEGORIES,
-        storage_providers={"metadata_store": {"provider": "sqlite", "path": str(db)}},
+        storage_providers={"metadata_store": metadata_store(store)},
         boundary_fields=["org_id"],
         embedder="hash:256",
         runner=runner,
@@ -92,9 +110,9 @@ def stored(service: MemoryService) -> dict[str, Any]:
     }
 
 
-def uninterrupted_memorize(db: Path) -> dict[str, Any]:
+def uninterrupted_memorize(store: StoreSpec) -> dict[str, Any]:
     """The reference: ALICE's CHAT memorized in one go by the sync runner on a fresh store."""
-    service = layer_service(db, SyncRunner())
+    service = layer_service(store, SyncRunner())
     result = service.memorize(ALICE, conversation=CHAT)
     left = {"result": (result.items_added, result.items_merged, result.categories)}
     left.update(stored(service))

@@ -1,7 +1,8 @@
 """A Burr run whose process dies after a step is finished by a new process's service from the
 state Burr saved: only the steps after the last saved one run, on the run's own pipeline
 revision (even if the pipeline was edited since), and the store ends as after an uninterrupted
-run."""
+run. The resume tests run on a SQLite file and on a PostgreSQL schema (the dead process and the
+new one open the same store; an in-memory store dies with its process)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from typing import Any
 
 import pytest
 from resume_kit import (
+    SHARED_BACKENDS,
     STOP_AFTER,
     StepLog,
     audit,
     edit_in_flight,
     layer_service,
     logged_steps,
+    metadata_store,
     stored,
     uninterrupted_memorize,
 )
@@ -29,6 +32,7 @@ from memory_core.pipeline.contract import SyncRunner
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn
 from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, CHAT
+from tests.pipeline_runners.conftest import StoreFactory
 
 REPO = Path(__file__).resolve().parents[2]
 DIES = 17
@@ -36,7 +40,7 @@ DIES = 17
 # The first process: memorize on the Burr runner, and die (no clean-up, no failure saved) in
 # the step after STOP_AFTER, as a killed worker would.
 FIRST_PROCESS = f"""
-import os, sys
+import json, os, sys
 from pathlib import Path
 from resume_kit import STOP_AFTER, StepLog, layer_service, logged_steps
 from memory_core.pipeline.runners.burr_runner import BurrRunner
@@ -51,18 +55,19 @@ def after_step(step_id):
     if step_id == STOP_AFTER:
         stopping.append(step_id)
 
-service = layer_service(folder / "layer.db", BurrRunner(folder), logged_steps(StepLog(), "p1", after_step))
+store = json.loads(sys.argv[2])
+service = layer_service(store, BurrRunner(folder), logged_steps(StepLog(), "p1", after_step))
 service.memorize(ALICE, conversation=CHAT)
 """
 
 
-def _die_after_stop_step(folder: Path) -> None:
+def _die_after_stop_step(folder: Path, store: Any) -> None:
     script = folder / "first_process.py"
     script.write_text(FIRST_PROCESS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests" / "pipeline_runners")])
     done = subprocess.run(
-        [sys.executable, str(script), str(folder)],
+        [sys.executable, str(script), str(folder), json.dumps(metadata_store(store))],
         env=env,
         capture_output=True,
         text=True,
@@ -72,15 +77,19 @@ def _die_after_stop_step(folder: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_burr_run_whose_process_died_resumes_in_a_new_service(tmp_path: Path) -> None:
-    reference = uninterrupted_memorize(tmp_path / "baseline.db")
-    _die_after_stop_step(tmp_path)
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+def test_a_burr_run_whose_process_died_resumes_in_a_new_service(
+    tmp_path: Path, backend: str, fresh_store: StoreFactory
+) -> None:
+    reference = uninterrupted_memorize(fresh_store(backend))
+    store = fresh_store(backend)
+    _die_after_stop_step(tmp_path, store)
     runner = BurrRunner(tmp_path)
     (app_id,) = runner.app_ids("memorize")
     saved = runner.persisted("memorize", app_id)
     assert saved is not None and (saved.status, saved.position) == ("completed", STOP_AFTER)
     log = StepLog()
-    service = layer_service(tmp_path / "layer.db", runner, logged_steps(log, "p2"))
+    service = layer_service(store, runner, logged_steps(log, "p2"))
     try:
         order = [s.step_id for s in service.pipeline("memorize").enabled_steps()]
         rest = order[order.index(STOP_AFTER) + 1 :]
@@ -101,13 +110,17 @@ def test_a_burr_run_whose_process_died_resumes_in_a_new_service(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_a_resumed_burr_run_keeps_the_revision_it_started_on(tmp_path: Path) -> None:
-    _die_after_stop_step(tmp_path)
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
+def test_a_resumed_burr_run_keeps_the_revision_it_started_on(
+    tmp_path: Path, backend: str, fresh_store: StoreFactory
+) -> None:
+    store = fresh_store(backend)
+    _die_after_stop_step(tmp_path, store)
     runner = BurrRunner(tmp_path)
     (app_id,) = runner.app_ids("memorize")
     log = StepLog()
     steps = {**logged_steps(log, "p2"), "audit": audit}
-    service = layer_service(tmp_path / "layer.db", runner, steps)
+    service = layer_service(store, runner, steps)
     try:
         edit_in_flight(service)
         assert service.pipeline_revision == 3
@@ -202,7 +215,7 @@ def _toml_tables(rows: list[dict[str, str]]) -> str:
 def test_memoir_pipeline_resume_finishes_a_dead_processs_run_once(tmp_path: Path) -> None:
     """The CLI on a layer file naming the same store and Burr state as the dead process."""
     reference = uninterrupted_memorize(tmp_path / "baseline.db")
-    _die_after_stop_step(tmp_path)
+    _die_after_stop_step(tmp_path, tmp_path / "layer.db")
     (app_id,) = BurrRunner(tmp_path).app_ids("memorize")
     (tmp_path / "memoir-layer.toml").write_text(
         LAYER_FILE.format(categories=_toml_tables(CATEGORIES))

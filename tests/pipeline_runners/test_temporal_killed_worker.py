@@ -2,11 +2,14 @@
 the server fails its attempt after the step's heartbeat timeout, not its start-to-close
 timeout, and the workflow schedules the step again although its `retries` is 0 (a lost worker
 is not the step's own error). A new worker on the same store and task queue finishes the run;
-the step's attempts never overlap, and every step's effects are stored once."""
+the step's attempts never overlap, and every step's effects are stored once. The killed-worker
+tests run on a SQLite file and a PostgreSQL schema (worker-1 is another process: an in-memory
+store could not be shared)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -19,11 +22,13 @@ from typing import Any
 
 import pytest
 from resume_kit import (
+    SHARED_BACKENDS,
     STOP_AFTER,
     StepLog,
     gate,
     layer_service,
     logged_steps,
+    metadata_store,
     stored,
     uninterrupted_memorize,
 )
@@ -35,6 +40,7 @@ from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 from memory_core.pipeline.runners.temporal_workflow import RUN_STORED_STEP_ACTIVITY
 from tests.pipeline.layer_kit import ALICE, CHAT
+from tests.pipeline_runners.conftest import StoreFactory
 
 REPO = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 2.0
@@ -44,26 +50,27 @@ WAIT_S = 90.0
 
 # worker-1: memorize on the Temporal runner (steps as activities) until the gate holds the run.
 WORKER_1 = """
-import sys
+import json, sys
 from pathlib import Path
 from resume_kit import StepLog, gate, layer_service, logged_steps
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
 from tests.pipeline.layer_kit import ALICE, CHAT
 
 folder, address, queue = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-local = sys.argv[4:] == ["local"]
+store = json.loads(sys.argv[4])
+local = sys.argv[5:] == ["local"]
 runner = TemporalRunner(
     address=address, task_queue=queue, identity="worker-1", local_activities=local
 )
 steps = {**logged_steps(StepLog(), "worker-1"), "gate": gate}
-service = layer_service(folder / "layer.db", runner, steps)
+service = layer_service(store, runner, steps)
 service.memorize(ALICE, conversation=CHAT)
 """
 
 
-def _insert_gate(folder: Path) -> None:
+def _insert_gate(folder: Path, store: Any) -> None:
     """Revision 2 of memorize: the gate after `STOP_AFTER`, with a 2 s heartbeat timeout."""
-    service = layer_service(folder / "layer.db", SyncRunner(), {"gate": gate})
+    service = layer_service(store, SyncRunner(), {"gate": gate})
     try:
         service.insert_after(
             STOP_AFTER,
@@ -89,7 +96,7 @@ def _gate_log(folder: Path) -> list[str]:
 
 
 def _kill_worker_1_in_the_gate(
-    folder: Path, address: str, queue: str, *, local: bool = False
+    folder: Path, store: Any, address: str, queue: str, *, local: bool = False
 ) -> tuple[str, int]:
     """Starts worker-1 in a subprocess, SIGKILLs it once its memorize is held in the gate, and
     releases the gate for the next attempt. Returns the run's workflow id and worker-1's pid."""
@@ -98,7 +105,15 @@ def _kill_worker_1_in_the_gate(
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMOIR_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests" / "pipeline_runners")])
     worker_1 = subprocess.Popen(
-        [sys.executable, str(script), str(folder), address, queue, *(["local"] if local else [])],
+        [
+            sys.executable,
+            str(script),
+            str(folder),
+            address,
+            queue,
+            json.dumps(metadata_store(store)),
+            *(["local"] if local else []),
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -114,16 +129,20 @@ def _kill_worker_1_in_the_gate(
 
 
 def _resume_on_worker_2(
-    folder: Path, address: str, queue: str, workflow_id: str, log: StepLog, *, local: bool = False
+    store: Any,
+    address: str,
+    queue: str,
+    workflow_id: str,
+    log: StepLog,
+    *,
+    local: bool = False,
 ) -> tuple[dict[str, Any], Any]:
     """A new service on the same store with worker-2 on the same queue resumes the run (bounded
     wait). Returns what resume returned or raised, and the service."""
     runner_2 = TemporalRunner(
         address=address, task_queue=queue, identity="worker-2", local_activities=local
     )
-    service_2 = layer_service(
-        folder / "layer.db", runner_2, {**logged_steps(log, "worker-2"), "gate": gate}
-    )
+    service_2 = layer_service(store, runner_2, {**logged_steps(log, "worker-2"), "gate": gate})
     box: dict[str, Any] = {}
 
     def resume() -> None:
@@ -139,17 +158,19 @@ def _resume_on_worker_2(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
 def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seconds(
-    tmp_path: Path, temporal_address: str
+    tmp_path: Path, temporal_address: str, backend: str, fresh_store: StoreFactory
 ) -> None:
-    reference = uninterrupted_memorize(tmp_path / "baseline.db")
-    _insert_gate(tmp_path)
+    reference = uninterrupted_memorize(fresh_store(backend))
+    store = fresh_store(backend)
+    _insert_gate(tmp_path, store)
     queue = f"memoir-killed-{uuid.uuid4().hex[:8]}"
-    workflow_id, worker_1_pid = _kill_worker_1_in_the_gate(tmp_path, temporal_address, queue)
+    workflow_id, worker_1_pid = _kill_worker_1_in_the_gate(tmp_path, store, temporal_address, queue)
     killed_at = time.monotonic()
     log = StepLog()
 
-    box, service_2 = _resume_on_worker_2(tmp_path, temporal_address, queue, workflow_id, log)
+    box, service_2 = _resume_on_worker_2(store, temporal_address, queue, workflow_id, log)
     finished_after_s = time.monotonic() - killed_at
 
     try:
@@ -181,22 +202,24 @@ def test_a_step_whose_worker_was_killed_is_run_again_on_a_new_worker_within_seco
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", SHARED_BACKENDS)
 def test_with_local_activities_a_killed_workers_run_is_replayed_with_its_unrecorded_steps(
-    tmp_path: Path, temporal_address: str
+    tmp_path: Path, temporal_address: str, backend: str, fresh_store: StoreFactory
 ) -> None:
     """Local activities cannot heartbeat: the new worker takes the run once the killed worker's
     workflow task times out, and runs again every step whose result the killed worker had not
     yet recorded in the history (here every step: they ran within one workflow task)."""
-    reference = uninterrupted_memorize(tmp_path / "baseline.db")
-    _insert_gate(tmp_path)
+    reference = uninterrupted_memorize(fresh_store(backend))
+    store = fresh_store(backend)
+    _insert_gate(tmp_path, store)
     queue = f"memoir-killed-local-{uuid.uuid4().hex[:8]}"
     workflow_id, worker_1_pid = _kill_worker_1_in_the_gate(
-        tmp_path, temporal_address, queue, local=True
+        tmp_path, store, temporal_address, queue, local=True
     )
     log = StepLog()
 
     box, service_2 = _resume_on_worker_2(
-        tmp_path, temporal_address, queue, workflow_id, log, local=True
+        store, temporal_address, queue, workflow_id, log, local=True
     )
 
     try:

@@ -1,6 +1,6 @@
 """Stored Temporal runs outlive their worker: a memorize run whose first worker stops after a
-few steps is finished by a new worker (a new service on the same SQLite store, polling the same
-task queue), which rebuilds each remaining step from the stored revision; no completed step runs
+few steps is finished by a new worker (a new service on the same store, a SQLite file or a
+PostgreSQL schema, polling the same task queue), which rebuilds each remaining step from the stored revision; no completed step runs
 again, and the result is the one of an uninterrupted run. An edit of the pipeline while the run
 is in flight does not change the run's steps."""
 
@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 from resume_kit import (
+    SHARED_BACKENDS,
     STOP_AFTER,
     StepLog,
+    StoreSpec,
     audit,
     edit_in_flight,
     layer_service,
@@ -37,6 +39,7 @@ from memory_core.pipeline.runners.temporal_workflow import (
 from memory_core.pipeline.service import MemoryService
 from memory_core.pipeline.steps import StepFn
 from tests.pipeline.layer_kit import ALICE, CHAT
+from tests.pipeline_runners.conftest import StoreFactory
 
 WAIT_S = 60.0
 
@@ -56,13 +59,24 @@ def _stop_on_worker_shutdown(worker: str, log: StepLog) -> Callable[[str], None]
     return after_step
 
 
+@pytest.fixture(params=SHARED_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def uninterrupted(tmp_path: Path) -> dict[str, Any]:
-    return uninterrupted_memorize(tmp_path / "baseline.db")
+def uninterrupted(backend: str, fresh_store: StoreFactory) -> dict[str, Any]:
+    return uninterrupted_memorize(fresh_store(backend))
+
+
+@pytest.fixture
+def store(backend: str, fresh_store: StoreFactory) -> StoreSpec:
+    """The store both workers open (the same backend as `uninterrupted`)."""
+    return dict(fresh_store(backend))
 
 
 def _interrupted_memorize(
-    tmp_path: Path,
+    store: StoreSpec,
     temporal_address: str,
     log: StepLog,
     *,
@@ -75,11 +89,10 @@ def _interrupted_memorize(
     Returns worker-1's memorize result (its client waited throughout) and service-2; with
     `caller_gone`, runner-1 is closed before worker-2 starts, and what its memorize call raised
     is returned instead."""
-    db = tmp_path / "layer.db"
     queue = f"memoir-resume-{uuid.uuid4().hex[:8]}"
     runner_1 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-1")
     service_1 = layer_service(
-        db, runner_1, logged_steps(log, "worker-1", _stop_on_worker_shutdown("worker-1", log))
+        store, runner_1, logged_steps(log, "worker-1", _stop_on_worker_shutdown("worker-1", log))
     )
     box: dict[str, Any] = {}
 
@@ -103,7 +116,7 @@ def _interrupted_memorize(
 
     runner_2 = TemporalRunner(address=temporal_address, task_queue=queue, identity="worker-2")
     steps_2 = {**logged_steps(log, "worker-2"), **(new_steps or {})}
-    service_2 = layer_service(db, runner_2, steps_2)
+    service_2 = layer_service(store, runner_2, steps_2)
     runner_2.start()
     if caller_gone:
         return box["error"], service_2
@@ -116,11 +129,11 @@ def _interrupted_memorize(
 
 @pytest.mark.slow
 def test_a_memorize_run_resumes_on_a_new_worker_without_repeating_a_step(
-    tmp_path: Path, temporal_address: str, uninterrupted: dict[str, Any]
+    store: StoreSpec, temporal_address: str, uninterrupted: dict[str, Any]
 ) -> None:
     log = StepLog()
 
-    result, service_2 = _interrupted_memorize(tmp_path, temporal_address, log)
+    result, service_2 = _interrupted_memorize(store, temporal_address, log)
 
     try:
         order = [s.step_id for s in service_2.pipeline("memorize").enabled_steps()]
@@ -150,11 +163,11 @@ def test_a_memorize_run_resumes_on_a_new_worker_without_repeating_a_step(
 
 @pytest.mark.slow
 def test_a_run_whose_caller_is_gone_is_finished_and_logged_by_resume(
-    tmp_path: Path, temporal_address: str, uninterrupted: dict[str, Any]
+    store: StoreSpec, temporal_address: str, uninterrupted: dict[str, Any]
 ) -> None:
     log = StepLog()
 
-    error, service_2 = _interrupted_memorize(tmp_path, temporal_address, log, caller_gone=True)
+    error, service_2 = _interrupted_memorize(store, temporal_address, log, caller_gone=True)
 
     try:
         assert isinstance(error, PipelineRunError)
@@ -178,12 +191,12 @@ def test_a_run_whose_caller_is_gone_is_finished_and_logged_by_resume(
 
 @pytest.mark.slow
 def test_a_pipeline_edited_while_a_run_is_in_flight_leaves_the_run_on_its_revision(
-    tmp_path: Path, temporal_address: str, uninterrupted: dict[str, Any]
+    store: StoreSpec, temporal_address: str, uninterrupted: dict[str, Any]
 ) -> None:
     log = StepLog()
 
     result, service_2 = _interrupted_memorize(
-        tmp_path, temporal_address, log, while_in_flight=edit_in_flight, new_steps={"audit": audit}
+        store, temporal_address, log, while_in_flight=edit_in_flight, new_steps={"audit": audit}
     )
 
     try:

@@ -2,7 +2,8 @@
 queue. What it reads is its own service's configuration (``allowed_roots``), never the
 workflow's: an outside client asking it to memorize /etc/passwd, a file outside the roots, or a
 symlink leading out of them gets a failed run naming the path, and nothing is stored; a file
-inside the roots is memorized."""
+inside the roots is memorized. Each test runs on the three stores (in-memory, a SQLite file, a
+PostgreSQL schema): "nothing is stored" is read back from the store the worker wrote to."""
 
 from __future__ import annotations
 
@@ -23,21 +24,33 @@ from memory_core.pipeline.runners.temporal_workflow import (
     StoredRunResult,
 )
 from memory_core.pipeline.service import MemoryService
-from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
+from tests.pipeline_runners.conftest import StoreFactory
 
 ALICE_FILTER = {k: (v,) for k, v in ALICE.items()}
 
 
-@pytest.fixture
-def worker(tmp_path: Path, temporal_address: str) -> Iterator[MemoryService]:
-    """A service whose Temporal worker polls its own queue and may read `tmp_path/inside`."""
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def worker(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    temporal_address: str,
+    fresh_store: StoreFactory,
+) -> Iterator[MemoryService]:
+    """A service whose Temporal worker polls its own queue and may read `tmp_path/inside`, on
+    a fresh store of each backend."""
     (tmp_path / "inside").mkdir()
     runner = TemporalRunner(address=temporal_address, sandboxed=False).start()
     service = MemoryService.create(
         scope_model=OrgScope,
         categories=CATEGORIES,
-        storage_providers={"metadata_store": InMemoryLayerStore()},
+        storage_providers={"metadata_store": fresh_store(request.param)},
         boundary_fields=["org_id"],
         embedder="hash:256",
         runner=runner,

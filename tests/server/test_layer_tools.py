@@ -1,10 +1,13 @@
 """The memory layer's MCP tools (issue 12), ``memoir serve`` as a real subprocess over stdio
 with the SDK client: ``memorize`` / ``retrieve`` appear only with ``server.extra_tools`` and a
 ``server.layer_file``, and the layer, its store and its boundary come from the server's
-configuration, never from the client."""
+configuration, never from the client. The boundary test runs with the layer's store on a SQLite
+file, a PostgreSQL schema and ``store = ":memory:"`` (there the other organisation's item cannot
+be written beforehand: the store lives in the server process only)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +17,18 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_testkit import serve_command, server_env
 from pydantic import create_model
+from store_testkit import start_pgserver
 
 from memory_core.pipeline.service import MemoryService
 from server.mcp_app.layer_tools import LAYER_TOOLS
 from server.mcp_app.tools import DEFAULT_TOOLS, EXTRA_TOOLS
+from tests.pipeline.conftest import fresh_pg_schema
 
 pytestmark = pytest.mark.anyio
 
 _WAIT_S = 90
 LAYER = """
-store = "layer.db"
+store = {store}
 scope_fields = ["org_id", "user_id"]
 boundary_fields = ["org_id"]
 embedder = "hash:256"
@@ -35,8 +40,28 @@ categories = [
 TEA = [{"role": "user", "content": "I always drink green tea in the afternoon."}]
 
 
-def _server(tmp_path: Path, fixed: str) -> StdioServerParameters:
-    (tmp_path / "memoir-layer.toml").write_text(LAYER)
+@pytest.fixture(scope="module")
+def pg_admin_url() -> str:
+    return start_pgserver()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+        pytest.param("memory", id="memory"),
+    ]
+)
+def layer_store(request: pytest.FixtureRequest) -> str:
+    """The layer file's ``store``: a SQLite file (relative to the layer file), a PostgreSQL
+    schema's URL, or ``:memory:``."""
+    if request.param == "postgres":
+        return fresh_pg_schema(request.getfixturevalue("pg_admin_url"))
+    return {"sqlite": "layer.db", "memory": ":memory:"}[str(request.param)]
+
+
+def _server(tmp_path: Path, fixed: str, store: str = "layer.db") -> StdioServerParameters:
+    (tmp_path / "memoir-layer.toml").write_text(LAYER.replace("{store}", json.dumps(store)))
     config = tmp_path / "memoir.toml"
     config.write_text(
         f'[server]\nextra_tools = true\nlayer_file = "memoir-layer.toml"\n\n'
@@ -48,20 +73,35 @@ def _server(tmp_path: Path, fixed: str) -> StdioServerParameters:
     )
 
 
-def _other_org_remembers_tea(tmp_path: Path) -> None:
-    """Another organisation's item in the same layer store, written through the Python API."""
+def _layer_service(tmp_path: Path, store: str) -> MemoryService:
+    """The layer's store opened through the Python API (beside the server)."""
+    if store.startswith("postgresql"):
+        metadata: dict[str, Any] = {"provider": "postgres", "url": store}
+    else:
+        metadata = {"provider": "sqlite", "path": str(tmp_path / store)}
     scope = create_model("LayerScope", org_id=(str, ...), user_id=(str, ...))
-    service = MemoryService.create(
+    return MemoryService.create(
         scope_model=scope,
         categories=["Preferences", "Work"],
-        storage_providers={
-            "metadata_store": {"provider": "sqlite", "path": str(tmp_path / "layer.db")}
-        },
+        storage_providers={"metadata_store": metadata},
         boundary_fields=["org_id"],
         embedder="hash:256",
     )
+
+
+def _other_org_remembers_tea(tmp_path: Path, store: str) -> None:
+    """Another organisation's item in the same layer store, written through the Python API."""
+    service = _layer_service(tmp_path, store)
     service.memorize({"org_id": "evil", "user_id": "eve"}, conversation=TEA)
     service.close()
+
+
+def _stored_texts(tmp_path: Path, store: str, org_id: str, user_id: str) -> list[str]:
+    service = _layer_service(tmp_path, store)
+    try:
+        return [i.text for i in service.store.items({"org_id": (org_id,), "user_id": (user_id,)})]
+    finally:
+        service.close()
 
 
 def _error(result: Any) -> str:
@@ -70,11 +110,13 @@ def _error(result: Any) -> str:
 
 
 async def test_memorize_and_retrieve_stay_inside_the_server_fixed_boundary(
-    tmp_path: Path,
+    tmp_path: Path, layer_store: str
 ) -> None:
-    _other_org_remembers_tea(tmp_path)
+    if layer_store != ":memory:":
+        _other_org_remembers_tea(tmp_path, layer_store)
+    server = _server(tmp_path, 'org_id = "acme"', layer_store)
     with anyio.fail_after(_WAIT_S):
-        async with Client(_server(tmp_path, 'org_id = "acme"'), mode="legacy") as client:
+        async with Client(server, mode="legacy") as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             stored = await client.call_tool(
                 "memorize", {"conversation": TEA, "scope": {"user_id": "alice"}}
@@ -122,6 +164,8 @@ async def test_memorize_and_retrieve_stay_inside_the_server_fixed_boundary(
         message = _error(refused)
         assert "'org_id' is fixed to 'acme'" in message and "leave 'org_id' out" in message
     assert a_file.is_error  # no such argument: the server never reads a client-named file
+    if layer_store != ":memory:":  # the server wrote into the store its layer file names
+        assert any("green tea" in t for t in _stored_texts(tmp_path, layer_store, "acme", "alice"))
 
 
 async def test_a_layer_whose_boundary_the_server_leaves_open_is_refused(tmp_path: Path) -> None:
