@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
-from rules_parser.secrets import find_secrets, is_placeholder
+from rules_parser.secrets import absent_in_ascii, find_secrets, is_placeholder
 
 __all__ = [
     "REDACTED_PREFIX",
@@ -45,15 +45,21 @@ _PRIVATE_KEY = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*\Z)"
 )
-_BEARER = re.compile(
-    r"(?i)\b(?:bearer|basic|token)(?:\s+|\s*[:=]\s*)(?P<value>[A-Za-z0-9\-._~+/]{16,}=*)"
+_BEARER_NAME = r"\b(?:bearer|basic|token)"
+_BEARER = re.compile(rf"(?i){_BEARER_NAME}(?:\s+|\s*[:=]\s*)(?P<value>[A-Za-z0-9\-._~+/]{{16,}}=*)")
+_ASSIGNMENT_NAME = (
+    r"(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|"
+    r"access[_-]?token|client[_-]?secret|private[_-]?key)"
 )
 # Quoted, unquoted (.env style) and JSON-escaped (\"…\" inside an export line) assignments.
 _ASSIGNMENT = re.compile(
-    r"(?i)(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|"
-    r"access[_-]?token|client[_-]?secret|private[_-]?key)\w*\\?[\"']?\s*(?::=|=>|[:=])\s*"
+    rf"(?i){_ASSIGNMENT_NAME}\w*\\?[\"']?\s*(?::=|=>|[:=])\s*"
     r"\\?[\"'`]?(?P<value>[^\s\"'`,;\\\]\)\}]{8,200})"
 )
+# What every match of each starts with, case-sensitive, for rules_parser's absent_in_ascii:
+# a bearer keyword is followed by a space, ':' or '='; an assignment name by anything.
+_BEARER_LOWER = re.compile(rf"{_BEARER_NAME}[\s:=]")
+_ASSIGNMENT_LOWER = re.compile(_ASSIGNMENT_NAME)
 _TOKEN_RUN = re.compile(r"(?<![A-Za-z0-9_\-+=])[A-Za-z0-9_\-+]{32,}={0,2}(?![A-Za-z0-9_\-+=])")
 _BASE64_40 = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 
@@ -102,7 +108,12 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
         (f.start, f.end, f.kind) for f in find_secrets(text) if f.kind != "private_key"
     ]
     spans += [(m.start(), m.end(), "private_key") for m in _PRIVATE_KEY.finditer(text)]
-    for pattern, kind in ((_BEARER, "bearer_token"), (_ASSIGNMENT, "credential")):
+    for pattern, keywords, kind in (
+        (_BEARER, _BEARER_LOWER, "bearer_token"),
+        (_ASSIGNMENT, _ASSIGNMENT_LOWER, "credential"),
+    ):
+        if absent_in_ascii(text, keywords):
+            continue
         for match in pattern.finditer(text):
             if _credential_value(match.group("value")):
                 spans.append((match.start("value"), match.end("value"), kind))
