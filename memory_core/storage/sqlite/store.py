@@ -115,12 +115,12 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self.db.close()
+        if self._cache is not None:
+            self._cache.drop()  # the matrices of a closed store are never read again
 
     async def health(self) -> StoreHealth:
         """Is the open file still the store's, and did its last quick check pass."""
         return await self.db.health()
-        if self._cache is not None:
-            self._cache.drop()
 
     # -- transactions ----------------------------------------------------------------------
 
