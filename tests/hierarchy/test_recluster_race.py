@@ -239,6 +239,56 @@ async def test_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
         other.close()
 
 
+async def _mysql_outcome_behind_a_delete(
+    store: PortHierarchyStore, category_id: int, table: str, work: Callable[[], Awaitable[Any]]
+) -> Exception | None:
+    """What ``work`` ends with when another connection deletes category ``category_id`` in an
+    open transaction, ``work``'s INSERT into ``table`` waits on that row's lock, and then the
+    delete commits (None: it succeeded)."""
+    import anyio
+
+    try:
+        from conftest_backends import admin_connection
+    except ImportError:  # pragma: no cover - tests/hierarchy became a package
+        from hierarchy.conftest_backends import admin_connection  # type: ignore[no-redef]
+
+    other = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
+    watcher = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
+    outcome: list[Exception | None] = []
+
+    async def run() -> None:
+        try:
+            await work()
+            outcome.append(None)
+        except Exception as exc:  # the outcome is what the caller asserts
+            outcome.append(exc)
+
+    try:
+        with other.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("DELETE FROM category WHERE category_id = %s", (category_id,))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            with anyio.fail_after(30):  # the insert waits on the deleted row's lock
+                while True:
+                    with watcher.cursor() as cur:
+                        cur.execute(
+                            "SELECT count(*) FROM information_schema.processlist "
+                            f"WHERE info LIKE 'INSERT%%INTO {table} %%' AND state = 'Update'"
+                        )
+                        if cur.fetchone()[0]:
+                            break
+                    await anyio.sleep(0.02)
+                await anyio.sleep(0.2)  # inside the lock wait, not merely started
+            with other.cursor() as cur:
+                cur.execute("COMMIT")
+    finally:
+        other.close()
+        watcher.close()
+    assert len(outcome) == 1, outcome
+    return outcome[0]
+
+
 @pytest.mark.mysql
 async def test_on_mysql_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
     two_processes: Callable[..., Awaitable[list[Memoir]]],
@@ -246,15 +296,8 @@ async def test_on_mysql_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as
     """The same narrow window on MySQL/MariaDB: the insert waits on the deleted leaf's row
     lock, then fails its foreign key (1452); the transaction runs again and reports the
     category missing (the ingest files the chunk again), not a storage error."""
-    import anyio
-
     from memory_core.errors import CategoryMissingError
     from memory_core.hierarchy.store import NewChunk
-
-    try:
-        from conftest_backends import admin_connection
-    except ImportError:  # pragma: no cover - tests/hierarchy became a package
-        from hierarchy.conftest_backends import admin_connection  # type: ignore[no-redef]
 
     (memoir, _) = await two_processes("mysql")
     scope = "project:/tmp/fk-race-mysql"
@@ -270,40 +313,10 @@ async def test_on_mysql_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as
         uid="u-fk-my", text="a chunk", token_count=2, content_hash="h-fk-my", created_at=""
     )
     assert isinstance(store, PortHierarchyStore)
-    other = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
-    watcher = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
-    try:
-        with other.cursor() as cur:
-            cur.execute("BEGIN")
-            cur.execute("DELETE FROM category WHERE category_id = %s", (leaf,))
-        outcome: list[Exception | None] = []
-
-        async def write() -> None:
-            try:
-                await store.add_chunks(scope, leaf, [chunk])
-                outcome.append(None)
-            except Exception as exc:  # the outcome is what the test asserts
-                outcome.append(exc)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(write)
-            with anyio.fail_after(30):  # the insert waits on the deleted row's lock
-                while True:
-                    with watcher.cursor() as cur:
-                        cur.execute(
-                            "SELECT count(*) FROM information_schema.processlist "
-                            "WHERE info LIKE 'INSERT%%INTO item %%' AND state = 'Update'"
-                        )
-                        if cur.fetchone()[0]:
-                            break
-                    await anyio.sleep(0.02)
-                await anyio.sleep(0.2)  # inside the lock wait, not merely started
-            with other.cursor() as cur:
-                cur.execute("COMMIT")
-        assert len(outcome) == 1 and isinstance(outcome[0], CategoryMissingError), outcome
-    finally:
-        other.close()
-        watcher.close()
+    error = await _mysql_outcome_behind_a_delete(
+        store, leaf, "item", lambda: store.add_chunks(scope, leaf, [chunk])
+    )
+    assert isinstance(error, CategoryMissingError), error
 
 
 @pytest.mark.mysql
@@ -314,52 +327,18 @@ async def test_on_mysql_a_subcategory_whose_parent_is_deleted_meanwhile_is_refus
     waits on the parent's row lock, then fails its foreign key; the transaction runs again
     and says the parent does not exist (as on PostgreSQL). ``INSERT IGNORE`` used to turn
     the foreign-key failure into a warning: no row, and an ``AssertionError`` after it."""
-    import anyio
-
     from memory_core.errors import InvalidInputError
-
-    try:
-        from conftest_backends import admin_connection
-    except ImportError:  # pragma: no cover - tests/hierarchy became a package
-        from hierarchy.conftest_backends import admin_connection  # type: ignore[no-redef]
 
     (memoir, _) = await two_processes("mysql")
     scope = "project:/tmp/fk-parent-mysql"
     store = await memoir.hierarchy.store()
     top = await store.create_category(scope, parent_id=None, level=1, name="top")
     assert isinstance(store, PortHierarchyStore)
-    other = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
-    watcher = admin_connection("mysql", store.store.db.url)  # type: ignore[attr-defined]
-    try:
-        with other.cursor() as cur:
-            cur.execute("BEGIN")
-            cur.execute("DELETE FROM category WHERE category_id = %s", (top.category_id,))
-        outcome: list[Exception | None] = []
-
-        async def create_child() -> None:
-            try:
-                await store.create_category(scope, parent_id=top.category_id, level=2, name="child")
-                outcome.append(None)
-            except Exception as exc:  # the outcome is what the test asserts
-                outcome.append(exc)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(create_child)
-            with anyio.fail_after(30):  # the insert waits on the deleted parent's lock
-                while True:
-                    with watcher.cursor() as cur:
-                        cur.execute(
-                            "SELECT count(*) FROM information_schema.processlist "
-                            "WHERE info LIKE 'INSERT%%INTO category %%' AND state = 'Update'"
-                        )
-                        if cur.fetchone()[0]:
-                            break
-                    await anyio.sleep(0.02)
-                await anyio.sleep(0.2)  # inside the lock wait, not merely started
-            with other.cursor() as cur:
-                cur.execute("COMMIT")
-        assert len(outcome) == 1 and isinstance(outcome[0], InvalidInputError), outcome
-        assert "does not exist" in str(outcome[0])
-    finally:
-        other.close()
-        watcher.close()
+    error = await _mysql_outcome_behind_a_delete(
+        store,
+        top.category_id,
+        "category",
+        lambda: store.create_category(scope, parent_id=top.category_id, level=2, name="child"),
+    )
+    assert isinstance(error, InvalidInputError), error
+    assert "does not exist" in str(error)
