@@ -21,6 +21,7 @@ from memory_core.storage.layer import (
     CategoryRow,
     IntentionRow,
     ItemRow,
+    LayerStore,
     MemberRow,
 )
 from memory_core.storage.layer import vectors as vector_math
@@ -29,6 +30,7 @@ from memory_core.storage.layer.centroids import NO_SCORE, CategorySums, exact_su
 __all__ = [
     "categorise",
     "intention_for",
+    "latest_intention",
     "previous_intention",
     "refresh_categories",
     "store_intention",
@@ -87,7 +89,12 @@ def intention_for(
 
 
 def previous_intention(ctx: StepContext, scope: Mapping[str, str]) -> dict[str, Any] | None:
-    rows = ctx.store.latest_intentions(exact_filter(scope))
+    return latest_intention(ctx.store, scope)
+
+
+def latest_intention(store: LayerStore, scope: Mapping[str, str]) -> dict[str, Any] | None:
+    """The newest intention of one full scope as a plain dict, or None."""
+    rows = store.latest_intentions(exact_filter(scope))
     if not rows:
         return None
     r = rows[0]

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memory_core.errors import NotFoundError
+from memory_core.pipeline.layer_ops import latest_intention
 from memory_core.pipeline.service_state import ServiceState
 
 __all__ = ["LayerQueries"]
@@ -82,15 +83,4 @@ class LayerQueries(ServiceState):
         Raises:
             InvalidInputError: the scope misses a field.
         """
-        full = self.scope_spec.scope(scope)
-        rows = self.store.latest_intentions({k: (v,) for k, v in full.items()})
-        if not rows:
-            return None
-        r = rows[0]
-        return {
-            "version": r.version,
-            "goals": r.goals,
-            "constraints": r.constraints,
-            "progress": r.progress,
-            "source_item_ids": r.source_item_ids,
-        }
+        return latest_intention(self.store, self.scope_spec.scope(scope))
