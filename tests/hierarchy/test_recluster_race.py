@@ -203,13 +203,7 @@ async def test_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
     (memoir, _) = await two_processes("postgres")
     scope = "project:/tmp/fk-race"
     store = await memoir.hierarchy.store()
-    parent = None
-    for level in range(1, store.depth + 1):
-        parent = await store.create_category(
-            scope, parent_id=None if parent is None else parent.category_id, level=level, name="x"
-        )
-    assert parent is not None
-    leaf = parent.category_id
+    leaf = await _one_leaf(store, scope)
     chunk = NewChunk(uid="u-fk", text="a chunk", token_count=2, content_hash="h-fk", created_at="")
     assert isinstance(store, PortHierarchyStore)
     other = psycopg.connect(store.store.db.conninfo)  # type: ignore[attr-defined]
@@ -237,6 +231,17 @@ async def test_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
         assert len(outcome) == 1 and isinstance(outcome[0], CategoryMissingError), outcome
     finally:
         other.close()
+
+
+async def _one_leaf(store: Any, scope: str) -> int:
+    """A chain of categories named "x" from level 1 down to a leaf; the leaf's id."""
+    parent = None
+    for level in range(1, store.depth + 1):
+        parent = await store.create_category(
+            scope, parent_id=None if parent is None else parent.category_id, level=level, name="x"
+        )
+    assert parent is not None
+    return int(parent.category_id)
 
 
 async def _mysql_outcome_behind_a_delete(
@@ -302,13 +307,7 @@ async def test_on_mysql_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as
     (memoir, _) = await two_processes("mysql")
     scope = "project:/tmp/fk-race-mysql"
     store = await memoir.hierarchy.store()
-    parent = None
-    for level in range(1, store.depth + 1):
-        parent = await store.create_category(
-            scope, parent_id=None if parent is None else parent.category_id, level=level, name="x"
-        )
-    assert parent is not None
-    leaf = parent.category_id
+    leaf = await _one_leaf(store, scope)
     chunk = NewChunk(
         uid="u-fk-my", text="a chunk", token_count=2, content_hash="h-fk-my", created_at=""
     )
