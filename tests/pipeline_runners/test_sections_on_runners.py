@@ -461,6 +461,7 @@ def test_secrets_are_referenced_never_stored_or_logged_on_every_runner_and_backe
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    calls: list[str] = []
     api_key = f"sk-live-{uuid.uuid4().hex}"
     monkeypatch.setenv("MEMOIR_SECTIONS_TEST_KEY", api_key)
     secrets = [api_key]
@@ -478,14 +479,23 @@ def test_secrets_are_referenced_never_stored_or_logged_on_every_runner_and_backe
         llm_providers={
             "default": {"model": "offline"},
             "strong": {"model": "openai:gpt-4o", "api_key_env": "MEMOIR_SECTIONS_TEST_KEY"},
+            # a step runs on this one: its credential reference travels with the step's profile
+            "keyed": {
+                "model": _reranker("keyed", calls),
+                "api_key_env": "MEMOIR_SECTIONS_TEST_KEY",
+            },
         },
     )
+    service.config("verify_rerank", llm_profile="keyed")
     service.memorize(ALICE, conversation=CHAT)
     service.retrieve(ALICE_ONLY, "peanut allergy")
     service.evolve(ALICE)
 
+    assert calls == ["keyed"]
+    assert service.runs(2)[1]["llm_usage"]["verify_rerank"][0]["profile"] == "keyed"
     meta = service.store.get_meta()
-    assert meta["providers"]["llm"]["strong"]["api_key"] == {"env": "MEMOIR_SECTIONS_TEST_KEY"}
+    for name in ("strong", "keyed"):
+        assert meta["providers"]["llm"][name]["api_key"] == {"env": "MEMOIR_SECTIONS_TEST_KEY"}
     if len(secrets) == 2:
         assert "***" in meta["providers"]["storage"]["metadata_store"]["url"]
     runs = service.runs()
