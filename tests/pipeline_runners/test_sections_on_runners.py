@@ -355,7 +355,7 @@ def _runner_runs(runner: Runner) -> int:
     return 0
 
 
-def test_the_read_only_queries_read_the_runners_writes_and_run_nothing_on_every_runner_and_backend(
+def test_the_read_only_queries_read_what_the_runner_wrote_and_run_nothing(
     make_service: ServiceFactory, runner: Runner
 ) -> None:
     service = make_service()
