@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memory_core.errors import MemoirError
 from memory_core.hierarchy.store import NewChunk
 from memory_core.models import content_hash, stable_id
+from memory_core.scope import Scope
 from memory_core.storage.url import parse_database_url
 
 MYSQL_URL = os.environ.get("MEMOIR_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/mysql")
@@ -95,7 +96,7 @@ _WORDS = [
 ]  # fmt: skip
 
 
-def _chunks(scope: str, start: int, count: int) -> list[NewChunk]:
+def _chunks(scope: Scope, start: int, count: int) -> list[NewChunk]:
     out = []
     for i in range(start, start + count):
         text = " ".join(_WORDS[(i * 7 + k) % len(_WORDS)] for k in range(60)) + f" #{i}"
@@ -215,9 +216,9 @@ async def _bench_size(
     backend: str, store: Any, raw: Raw, size: int, scopes: list[str]
 ) -> list[str]:
     lines: list[str] = []
-    scope = f"bench:{uuid.uuid4().hex}"
-    raw_scope = f"bench-raw:{uuid.uuid4().hex}"
-    scopes += [scope, raw_scope]
+    scope = Scope.of(f"bench:{uuid.uuid4().hex}")
+    raw_scope = Scope.of(f"bench-raw:{uuid.uuid4().hex}")
+    scopes += [scope.key, raw_scope.key]
     root = await store.create_category(scope, parent_id=None, level=1, name="Root")
     leaves = [
         await store.create_category(scope, parent_id=root.category_id, level=2, name=f"Leaf {n}")
@@ -241,7 +242,7 @@ async def _bench_size(
         "created_at, updated_at, tags, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,'[]','{}')"
     )
     rows = [
-        (c.uid, raw_scope, "hierarchy_chunk", raw_leaf.category_id, c.text,
+        (c.uid, raw_scope.key, "hierarchy_chunk", raw_leaf.category_id, c.text,
          c.content_hash, c.token_count, c.created_at, c.created_at)
         for c in raw_chunks
     ]  # fmt: skip
@@ -263,7 +264,7 @@ async def _bench_size(
         await store.chunks_in_category(scope, leaf_id, limit=100)
 
     async def raw_page() -> None:
-        await raw.execute(page_sql, (leaf_id, scope, 100))
+        await raw.execute(page_sql, (leaf_id, scope.key, 100))
 
     async def store_children() -> None:
         await store.categories(scope, parent_id=root.category_id)
@@ -275,7 +276,7 @@ async def _bench_size(
     )
 
     async def raw_children() -> None:
-        await raw.execute(children_sql, (scope, root.category_id))
+        await raw.execute(children_sql, (scope.key, root.category_id))
 
     # Walk a whole category once with keyset pagination (what the budget reader does).
     walked = 0

@@ -160,7 +160,7 @@ async def bench_ingest(
 async def seed(memoir: Memoir, target: int, rng: random.Random) -> int:
     """Fill the store to ``target`` chunks by writing into the existing leaves (no LLM)."""
     store = await memoir.hierarchy.store()
-    categories = await store.all_categories("bench")
+    categories = await store.all_categories(Scope.of("bench"))
     leaves = [c for c in categories if c.level == memoir.settings.hierarchy.depth]
     have = await memoir.store.db.read(
         lambda conn: conn.execute("SELECT count(*) FROM item WHERE scope = 'bench'").fetchone()[0]
@@ -182,7 +182,7 @@ async def seed(memoir: Memoir, target: int, rng: random.Random) -> int:
             index += 1
         vectors = await memoir.embedder.embed_documents([c.text for c in batch])
         leaf = leaves[index % len(leaves)]
-        await store.add_chunks("bench", leaf.category_id, batch, vectors)
+        await store.add_chunks(Scope.of("bench"), leaf.category_id, batch, vectors)
         have += len(batch)
     return int(have)
 

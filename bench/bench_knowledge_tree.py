@@ -46,6 +46,7 @@ import pydantic_ai.models
 
 from memory_core.config import load_settings
 from memory_core.embed import create_embedder
+from memory_core.scope import Scope
 from memory_core.service import Memoir
 from server.logging_setup import configure_logging
 
@@ -135,8 +136,8 @@ async def run(
         ingest_s = time.perf_counter() - started
 
         store = await memoir.hierarchy.store()
-        categories = {c.category_id: c for c in await store.all_categories("bench")}
-        where = await store.existing_chunks("bench", list(chunk_of))
+        categories = {c.category_id: c for c in await store.all_categories(Scope.of("bench"))}
+        where = await store.existing_chunks(Scope.of("bench"), list(chunk_of))
 
         def path_of(category_id: int) -> list[str]:
             names = []

@@ -24,6 +24,7 @@ from memory_core.errors import BudgetError
 from memory_core.hierarchy.store import HierarchyChunk, HierarchyStore
 from memory_core.hierarchy.traverse import SelectedPath
 from memory_core.llm.keyphrases import sentences
+from memory_core.scope import Scope
 from memory_core.tokens import TokenCounter
 
 __all__ = [
@@ -75,7 +76,7 @@ def _page_size(remaining: int, tokens_seen: int, rows_seen: int) -> int:
 
 async def collect_within_budget(
     store: HierarchyStore,
-    scope: str,
+    scope: Scope,
     paths: Sequence[SelectedPath],
     budget: int,
     *,
@@ -141,7 +142,7 @@ async def collect_within_budget(
 
 
 async def collect_for_summary(
-    store: HierarchyStore, scope: str, paths: Sequence[SelectedPath], budget: int, max_parts: int
+    store: HierarchyStore, scope: Scope, paths: Sequence[SelectedPath], budget: int, max_parts: int
 ) -> Collected:
     """Read every candidate, up to ``budget * max_parts`` tokens (then the rest is dropped).
 

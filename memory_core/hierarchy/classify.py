@@ -17,6 +17,7 @@ import structlog
 
 from memory_core.errors import ModelError
 from memory_core.hierarchy.store import Category, HierarchyStore, normalise_category_name
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
     from memory_core.llm.agents import HierarchyAgents
@@ -63,7 +64,7 @@ class Classifier:
         self.depth = depth
         self.max_categories = max_categories
 
-    async def classify(self, scope: str, text: str) -> Classification:
+    async def classify(self, scope: Scope, text: str) -> Classification:
         """Choose or create a category at each level down to a leaf.
 
         Raises:

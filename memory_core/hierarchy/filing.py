@@ -23,6 +23,7 @@ from memory_core.hierarchy.offline_tree import OfflineTree
 from memory_core.hierarchy.proposed import match_name, parse_category_path
 from memory_core.hierarchy.store import Category, HierarchyStore
 from memory_core.hierarchy.tree_port import tree_port_for
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
     from memory_core.hierarchy.classify import Classifier
@@ -54,7 +55,7 @@ async def file_offline(
     store: HierarchyStore,
     agents: HierarchyAgents,
     settings: HierarchySettings,
-    scope: str,
+    scope: Scope,
     texts: Sequence[str],
     vectors: np.ndarray | None,
     token_counts: Sequence[int],
@@ -74,7 +75,7 @@ async def file_offline(
 async def file_proposed(
     store: HierarchyStore,
     settings: HierarchySettings,
-    scope: str,
+    scope: Scope,
     proposal: str | Sequence[str],
     texts: Sequence[str],
     vectors: np.ndarray | None,
@@ -192,7 +193,7 @@ async def file_again(
     store: HierarchyStore,
     agents: HierarchyAgents,
     settings: HierarchySettings,
-    scope: str,
+    scope: Scope,
     proposal: str | Sequence[str] | None,
     text: str,
     vector: np.ndarray | None,

@@ -41,6 +41,7 @@ from memory_core.hierarchy.tree_port import (
     TreePlan,
     TreeSnapshot,
 )
+from memory_core.scope import Scope
 
 __all__ = ["CLASSIFIER_NAME", "TREE_RUN_KIND", "OfflineTree", "TreeState"]
 
@@ -80,7 +81,7 @@ class OfflineTree:
 
     # -- state ---------------------------------------------------------------------------------
 
-    async def state(self, scope: str) -> TreeState:
+    async def state(self, scope: Scope) -> TreeState:
         runs = await self.store.list_runs(scope, kind=TREE_RUN_KIND, limit=1)
         if runs:
             payload = runs[0]["payload"]
@@ -89,7 +90,7 @@ class OfflineTree:
         # or the name-matching classifier) is left as it is until asked to re-cluster.
         return TreeState(managed=await self.store.count_categories(scope) == 0)
 
-    async def record(self, scope: str, state: TreeState, reason: str, took_s: float) -> None:
+    async def record(self, scope: Scope, state: TreeState, reason: str, took_s: float) -> None:
         await self.store.record_run(
             scope,
             TREE_RUN_KIND,
@@ -102,13 +103,13 @@ class OfflineTree:
             },
         )
 
-    async def release(self, scope: str, reason: str) -> None:
+    async def release(self, scope: Scope, reason: str) -> None:
         """Mark the tree curated: it is never re-clustered on its own again."""
         state = await self.state(scope)
         if state.managed:
             await self.record(scope, TreeState(False, state.clustered_at), reason, 0.0)
 
-    async def signature(self, scope: str) -> str:
+    async def signature(self, scope: Scope) -> str:
         """Changes whenever the tree or its chunks may have changed (any process).
 
         Read from values the writers change in their own transaction (the scope's vector
@@ -118,7 +119,7 @@ class OfflineTree:
         """
         return await self.port.stamp(scope, run_kind=TREE_RUN_KIND)
 
-    async def centroids(self, scope: str) -> dict[str, np.ndarray]:
+    async def centroids(self, scope: Scope) -> dict[str, np.ndarray]:
         """The unit centroid of every category's chunks, keyed by its traversal label (the name
         at level 1, the full path "A / B" below)."""
         snapshot = await self.port.snapshot(scope)
@@ -146,7 +147,7 @@ class OfflineTree:
 
     async def file(
         self,
-        scope: str,
+        scope: Scope,
         texts: Sequence[str],
         vectors: np.ndarray,
         token_counts: Sequence[int],
@@ -175,7 +176,7 @@ class OfflineTree:
         # A managed tree waits for its next re-clustering; a curated one opens new paths.
         return await self._nearest(scope, snapshot, texts, vectors, new_paths=not state.managed)
 
-    async def recluster(self, scope: str) -> int:
+    async def recluster(self, scope: Scope) -> int:
         """Re-cluster every chunk of ``scope`` now (and manage the tree from then on).
 
         Returns:
@@ -190,7 +191,7 @@ class OfflineTree:
 
     async def _recluster(
         self,
-        scope: str,
+        scope: Scope,
         snapshot: TreeSnapshot,
         texts: Sequence[str],
         vectors: np.ndarray,
@@ -247,7 +248,7 @@ class OfflineTree:
         )
         return filed
 
-    async def _any_novel(self, scope: str, snapshot: TreeSnapshot, vectors: np.ndarray) -> bool:
+    async def _any_novel(self, scope: Scope, snapshot: TreeSnapshot, vectors: np.ndarray) -> bool:
         by_id = {c.category_id: c for c in await self.store.all_categories(scope)}
         leaf_ids, centroids, floor = _leaf_centroids(snapshot, self.settings.depth, by_id)
         if not leaf_ids:
@@ -257,7 +258,7 @@ class OfflineTree:
 
     async def _nearest(
         self,
-        scope: str,
+        scope: Scope,
         snapshot: TreeSnapshot,
         texts: Sequence[str],
         vectors: np.ndarray,
@@ -301,7 +302,7 @@ class OfflineTree:
         return filed
 
     async def _new_path(
-        self, scope: str, text: str, others: list[str], by_id: dict[int, Category]
+        self, scope: Scope, text: str, others: list[str], by_id: dict[int, Category]
     ) -> list[Category]:
         top = [c.name for c in by_id.values() if c.level == 1]
         path: list[Category] = []

@@ -70,47 +70,44 @@ class PortHierarchyStore:
         return None  # the facade closes the store
 
     async def categories(
-        self, scope: str, *, parent_id: int | None, level: int | None = None
+        self, scope: Scope, *, parent_id: int | None, level: int | None = None
     ) -> list[Category]:
-        key = Scope.of(scope)
-        return await self.store.read(lambda tx: tx.categories.children(key, parent_id, level=level))
+        return await self.store.read(
+            lambda tx: tx.categories.children(scope, parent_id, level=level)
+        )
 
-    async def all_categories(self, scope: str) -> list[Category]:
-        key = Scope.of(scope)
-        return await self.store.read(lambda tx: tx.categories.all(key))
+    async def all_categories(self, scope: Scope) -> list[Category]:
+        return await self.store.read(lambda tx: tx.categories.all(scope))
 
-    async def count_categories(self, scope: str) -> int:
-        key = Scope.of(scope)
-        return await self.store.read(lambda tx: tx.categories.count(key))
+    async def count_categories(self, scope: Scope) -> int:
+        return await self.store.read(lambda tx: tx.categories.count(scope))
 
     async def create_category(
-        self, scope: str, *, parent_id: int | None, level: int, name: str
+        self, scope: Scope, *, parent_id: int | None, level: int, name: str
     ) -> Category:
         if not 1 <= level <= self.depth:
             raise InvalidInputError(
                 f"category level {level} is outside the hierarchy depth 1..{self.depth}",
                 hint="create categories from level 1 down to hierarchy.depth",
             )
-        key = Scope.of(scope)
         return await self.store.write(
-            lambda tx: tx.categories.create(key, parent_id=parent_id, level=level, name=name)
+            lambda tx: tx.categories.create(scope, parent_id=parent_id, level=level, name=name)
         )
 
     async def add_chunks(
         self,
-        scope: str,
+        scope: Scope,
         category_id: int,
         chunks: Sequence[NewChunk],
         vectors: Any | None = None,
     ) -> list[int]:
-        key = Scope.of(scope)
         items = [
             NewItem(
                 uid=chunk.uid,
                 kind=CHUNK_KIND,
                 text=chunk.text,
                 token_count=chunk.token_count,
-                scope=key,
+                scope=scope,
                 content_hash=chunk.content_hash,
                 category_id=category_id,
                 created_at=chunk.created_at,
@@ -134,7 +131,7 @@ class PortHierarchyStore:
                     "another process re-clustered or removed it)",
                     hint="file the chunks again against the current tree",
                 )
-            if category.scope != key.key or category.level != depth:
+            if category.scope != scope.key or category.level != depth:
                 raise InvalidInputError(
                     f"chunks link only to leaf categories (level {depth}); "
                     f"category {category_id} is at level {category.level}",
@@ -146,20 +143,19 @@ class PortHierarchyStore:
 
     async def chunks_in_category(
         self,
-        scope: str,
+        scope: Scope,
         category_id: int,
         *,
         after: tuple[str, str] | None = None,
         limit: int = 100,
     ) -> list[HierarchyChunk]:
-        key = Scope.of(scope)
         where = Compare("item.category_id", "=", category_id)
         cursor = None
         if after is not None:
             # Keyset pagination in the spec's (created_at, uid) order: the page starts after
             # the last chunk already read.
             cursor = Item(
-                item_id=0, uid=after[1], scope=key.key, kind=CHUNK_KIND, text="", token_count=0,
+                item_id=0, uid=after[1], scope=scope.key, kind=CHUNK_KIND, text="", token_count=0,
                 content_hash="", resource_id=None, category_id=category_id, start_offset=None,
                 end_offset=None, start_line=None, end_line=None, simhash=None, importance=0.0,
                 pinned=False, repeat_count=0, tags=(), created_at=after[0], updated_at="",
@@ -167,7 +163,7 @@ class PortHierarchyStore:
             )  # fmt: skip
         page = await self.store.read(
             lambda tx: tx.items.find(
-                key,
+                scope,
                 kinds=[CHUNK_KIND],
                 where=where,
                 order="created",
@@ -177,35 +173,35 @@ class PortHierarchyStore:
         )
         return [_chunk(item) for item in page]
 
-    async def existing_chunks(self, scope: str, uids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    async def existing_chunks(
+        self, scope: Scope, uids: Sequence[str]
+    ) -> dict[str, tuple[int, int]]:
         """Chunks already stored, by uid: (chunk id, category id). Lets re-ingest skip the LLM."""
-        key = Scope.of(scope)
         found = await self.store.read(lambda tx: tx.items.by_uid(list(uids)))
         return {
             uid: (item.item_id, int(item.category_id))
             for uid, item in found.items()
-            if item.scope == key.key and item.kind == CHUNK_KIND and item.category_id is not None
+            if item.scope == scope.key and item.kind == CHUNK_KIND and item.category_id is not None
         }
 
-    async def chunk_counts(self, scope: str) -> dict[int, int]:
+    async def chunk_counts(self, scope: Scope) -> dict[int, int]:
         """Chunks per category id (for the category tree)."""
-        key = Scope.of(scope)
-        return await self.store.read(lambda tx: tx.categories.item_counts(key, kinds=[CHUNK_KIND]))
+        return await self.store.read(
+            lambda tx: tx.categories.item_counts(scope, kinds=[CHUNK_KIND])
+        )
 
     async def record_run(
-        self, scope: str, kind: str, took_ms: float, payload: dict[str, Any]
+        self, scope: Scope, kind: str, took_ms: float, payload: dict[str, Any]
     ) -> int:
-        key = Scope.of(scope)
         return await self.store.write(
-            lambda tx: tx.log.record_run(key, kind, took_ms=took_ms, payload=payload)
+            lambda tx: tx.log.record_run(scope, kind, took_ms=took_ms, payload=payload)
         )
 
     async def list_runs(
-        self, scope: str, *, kind: str | None = None, limit: int = 20
+        self, scope: Scope, *, kind: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
-        key = Scope.of(scope)
         kinds = [kind] if kind is not None else []
-        runs = await self.store.read(lambda tx: tx.log.runs(key, kinds=kinds, limit=limit))
+        runs = await self.store.read(lambda tx: tx.log.runs(scope, kinds=kinds, limit=limit))
         return [
             {
                 "run_id": r.run_id,
@@ -221,18 +217,17 @@ class PortHierarchyStore:
     # -- streamed ingest (one transaction per batch) and removal -------------------------------
 
     async def ingest_resource(
-        self, scope: str, *, uid: str, uri: str, content_hash: str, size: int
+        self, scope: Scope, *, uid: str, uri: str, content_hash: str, size: int
     ) -> tuple[int, dict[str, Any]]:
         """The resource recording a streamed ingest of one input (created on first use), and
         the progress its metadata holds (empty for a new one)."""
-        key = Scope.of(scope)
 
         def write(tx: Tx) -> tuple[int, dict[str, Any]]:
             found = tx.resources.by_uid([uid]).get(uid)
-            if found is not None and found.scope == key.key and not found.deleted:
+            if found is not None and found.scope == scope.key and not found.deleted:
                 return found.resource_id, dict(found.metadata)
             resource = NewResource(
-                uid=uid, scope=key, kind="text", uri=uri, content_hash=content_hash, size=size
+                uid=uid, scope=scope, kind="text", uri=uri, content_hash=content_hash, size=size
             )
             return tx.resources.add(resource), {}
 
@@ -240,7 +235,7 @@ class PortHierarchyStore:
 
     async def add_batch(
         self,
-        scope: str,
+        scope: Scope,
         filed: Sequence[tuple[int, NewChunk]],
         vectors: Any | None,
         *,
@@ -253,14 +248,13 @@ class PortHierarchyStore:
         Raises:
             InvalidInputError: a category is not a leaf, or the vectors do not fit.
         """
-        key = Scope.of(scope)
         items = [
             NewItem(
                 uid=chunk.uid,
                 kind=CHUNK_KIND,
                 text=chunk.text,
                 token_count=chunk.token_count,
-                scope=key,
+                scope=scope,
                 content_hash=chunk.content_hash,
                 resource_id=resource_id,
                 category_id=category_id,
@@ -288,7 +282,7 @@ class PortHierarchyStore:
                         "filed: another process re-clustered or removed it)",
                         hint="file the chunks again against the current tree",
                     )
-                if category.scope != key.key or category.level != depth:
+                if category.scope != scope.key or category.level != depth:
                     raise InvalidInputError(
                         f"chunks link only to leaf categories (level {depth}); "
                         f"category {category_id} is not one",
@@ -300,18 +294,17 @@ class PortHierarchyStore:
 
         return await self.store.write(write)
 
-    async def leaf_vector_sums(self, scope: str, *, depth: int) -> dict[int, np.ndarray]:
+    async def leaf_vector_sums(self, scope: Scope, *, depth: int) -> dict[int, np.ndarray]:
         """The sum of the unit vectors of each leaf's chunks, read page by page (memory stays
         bounded by a page and the leaves, not by the scope's size)."""
-        key = Scope.of(scope)
 
         def read(tx: Tx) -> dict[int, np.ndarray]:
-            leaves = {c.category_id for c in tx.categories.all(key) if c.level == depth}
+            leaves = {c.category_id for c in tx.categories.all(scope) if c.level == depth}
             sums: dict[int, np.ndarray] = {}
             after: Item | None = None
             while True:
                 page = tx.items.find(
-                    key, kinds=[CHUNK_KIND], order="id", after=after, limit=_PAGE, meta_keys=[]
+                    scope, kinds=[CHUNK_KIND], order="id", after=after, limit=_PAGE, meta_keys=[]
                 )
                 vectors = tx.vectors.vectors([item.item_id for item in page])
                 for item in page:
@@ -330,7 +323,7 @@ class PortHierarchyStore:
 
     async def remove_chunks(
         self,
-        scope: str,
+        scope: Scope,
         *,
         chunk_ids: Sequence[str] = (),
         source: str | None = None,
@@ -339,7 +332,6 @@ class PortHierarchyStore:
         """Delete chunks (with their lexical and vector rows) chosen by uid or item id, by the
         source they were ingested from, or by category (its whole subtree), then the
         categories left empty, in one transaction."""
-        key = Scope.of(scope)
 
         def write(tx: Tx) -> RemovedKnowledge:
             doomed: dict[int, int | None] = {}  # item id -> its category
@@ -347,28 +339,30 @@ class PortHierarchyStore:
             by_uid = tx.items.by_uid(wanted)
             numeric = [int(c) for c in wanted if c.isdigit() and c not in by_uid]
             for item in [*by_uid.values(), *tx.items.get(numeric).values()]:
-                if item.scope == key.key and item.kind == CHUNK_KIND:
+                if item.scope == scope.key and item.kind == CHUNK_KIND:
                     doomed[item.item_id] = item.category_id
             resources: list[int] = []
             if source is not None:
-                for resource in tx.resources.find(key, kinds=["text"], uri=source):
+                for resource in tx.resources.find(scope, kinds=["text"], uri=source):
                     if "batches_done" not in resource.metadata:  # not a streamed ingest's record
                         continue
                     resources.append(resource.resource_id)
                     doomed.update(
-                        _page_ids(tx, key, Compare("item.resource_id", "=", resource.resource_id))
+                        _page_ids(tx, scope, Compare("item.resource_id", "=", resource.resource_id))
                     )
-                doomed.update(_page_ids(tx, key, Compare("item.meta.source", "=", source)))
+                doomed.update(_page_ids(tx, scope, Compare("item.meta.source", "=", source)))
             if category_ids:
-                every = tx.categories.all(key)
+                every = tx.categories.all(scope)
                 subtree = _subtree(every, set(category_ids))
                 for category_id in sorted(subtree):
-                    doomed.update(_page_ids(tx, key, Compare("item.category_id", "=", category_id)))
+                    doomed.update(
+                        _page_ids(tx, scope, Compare("item.category_id", "=", category_id))
+                    )
             removed = tx.items.delete(sorted(doomed)) if doomed else 0
             if resources:
                 tx.resources.delete(resources)
             touched = {c for c in doomed.values() if c is not None} | set(category_ids)
-            emptied = _drop_empty_categories(tx, key, touched)
+            emptied = _drop_empty_categories(tx, scope, touched)
             return RemovedKnowledge(chunks=removed, categories=emptied, resources=len(resources))
 
         return await self.store.write(write)

@@ -111,23 +111,18 @@ class PortCategoryTree:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def snapshot(self, scope: str) -> TreeSnapshot:
-        key = Scope.of(scope)
-        return await self.store.read(lambda tx: _snapshot(tx, key))
+    async def snapshot(self, scope: Scope) -> TreeSnapshot:
+        return await self.store.read(lambda tx: _snapshot(tx, scope))
 
-    async def stamp(self, scope: str, *, run_kind: str) -> str:
-        key = Scope.of(scope)
-        return await self.store.read(lambda tx: _stamp(tx, key, run_kind))
+    async def stamp(self, scope: Scope, *, run_kind: str) -> str:
+        return await self.store.read(lambda tx: _stamp(tx, scope, run_kind))
 
-    async def leaf_levels(self, scope: str) -> set[int]:
-        key = Scope.of(scope)
-        return await self.store.read(lambda tx: _leaf_levels(tx, key))
+    async def leaf_levels(self, scope: Scope) -> set[int]:
+        return await self.store.read(lambda tx: _leaf_levels(tx, scope))
 
-    async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
-        key = Scope.of(scope)
+    async def sources(self, scope: Scope, uids: Sequence[str]) -> dict[str, str]:
         wanted = list(dict.fromkeys(uids))
-        return await self.store.read(lambda tx: _sources(tx, key, wanted)) if wanted else {}
+        return await self.store.read(lambda tx: _sources(tx, scope, wanted)) if wanted else {}
 
-    async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:
-        key = Scope.of(scope)
-        return await self.store.write(lambda tx: _apply(tx, key, plan))
+    async def apply(self, scope: Scope, plan: TreePlan) -> dict[int, int]:
+        return await self.store.write(lambda tx: _apply(tx, scope, plan))

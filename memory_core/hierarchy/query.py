@@ -28,6 +28,7 @@ from memory_core.hierarchy.strategies import StrategyParams, validate_strategy
 from memory_core.hierarchy.traverse import Traversal, traverse
 from memory_core.hierarchy.tree_port import tree_port_for
 from memory_core.models import utc_now
+from memory_core.scope import Scope
 from memory_core.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ log = structlog.get_logger(__name__)
 _MAX_QUESTION_CHARS = 4000
 
 
-async def _sources(store: HierarchyStore, scope: str, uids: list[str]) -> dict[str, str]:
+async def _sources(store: HierarchyStore, scope: Scope, uids: list[str]) -> dict[str, str]:
     port = tree_port_for(store)
     return await port.sources(scope, uids) if port is not None and uids else {}
 
@@ -123,7 +124,7 @@ async def run_query(
     tokens: TokenCounter,
     settings: HierarchySettings,
     params: StrategyParams,
-    scope: str,
+    scope: Scope,
     question: str,
     strategy: str,
     budget: int,
@@ -152,7 +153,7 @@ async def run_query(
         )
     result = QueryResult(
         question=question,
-        scope=scope,
+        scope=scope.key,
         strategy=chosen,
         max_token_budget=budget,
         timestamp=utc_now(),
@@ -165,7 +166,7 @@ async def run_query(
             _error(
                 result,
                 "empty_hierarchy",
-                f"nothing has been ingested in scope {scope!r}",
+                f"nothing has been ingested in scope {scope.key!r}",
                 "save knowledge first: the ingest tool, `memoir ingest FILE`, or ingest_text()",
             )
         else:

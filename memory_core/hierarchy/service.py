@@ -51,7 +51,7 @@ from memory_core.hierarchy.tree_port import tree_port_for
 from memory_core.llm.category_vectors import category_vectors
 from memory_core.llm.profiles import STEPS, resolve_profile
 from memory_core.models import content_hash, stable_id, utc_now
-from memory_core.scope import validate_scope
+from memory_core.scope import Scope, ScopeLike, as_scope
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -82,9 +82,9 @@ class HierarchyService:
         self._opened = False
         self._lock = anyio.Lock()
         self._offline: OfflineModel | None = None
-        self._depth_checked: set[str] = set()  # scopes whose tree has the configured depth
+        self._depth_checked: set[Scope] = set()  # scopes whose tree has the configured depth
         # Category centroids per scope, with the tree signature they were computed for.
-        self._centroids: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._centroids: dict[Scope, tuple[str, dict[str, Any]]] = {}
         self.params = StrategyParams(
             wide_branch_n=self.settings.wide_branch_n,
             zoom_in_n=self.settings.zoom_in_n,
@@ -110,7 +110,7 @@ class HierarchyService:
                 self._opened = True
         return self._store
 
-    async def _checked_store(self, scope: str) -> HierarchyStore:
+    async def _checked_store(self, scope: Scope) -> HierarchyStore:
         """The store, once ``scope``'s tree is known to have the configured depth.
 
         Raises:
@@ -126,7 +126,7 @@ class HierarchyService:
         if found and found != [depth]:
             built = ", ".join(map(str, found))
             raise ConfigError(
-                f"hierarchy.depth is {depth}, but the knowledge tree of scope {scope!r} was "
+                f"hierarchy.depth is {depth}, but the knowledge tree of scope {scope.key!r} was "
                 f"built with depth {built} (its chunks sit at level {built})",
                 hint=f"set hierarchy.depth = {found[-1]} again (memoir.toml or "
                 f"MEMOIR_HIERARCHY__DEPTH), or rebuild the tree at depth {depth}: "
@@ -180,7 +180,7 @@ class HierarchyService:
         self,
         text: str,
         *,
-        scope: str,
+        scope: ScopeLike,
         source: str | None = None,
         model: Model | None = None,
         category: str | Sequence[str] | None = None,
@@ -211,7 +211,7 @@ class HierarchyService:
             StorageError: the database failed.
         """
         started = time.perf_counter()
-        scope = validate_scope(scope)
+        scope = as_scope(scope)
         if not text or not text.strip():
             raise InvalidInputError("nothing to ingest: the text is empty", hint="pass some text")
         raw = text.encode("utf-8")
@@ -253,7 +253,7 @@ class HierarchyService:
         )
         base = datetime.now(UTC)
         result = IngestResult(
-            scope=scope, source=source, warnings=list(chunking.warnings), timestamp=utc_now()
+            scope=scope.key, source=source, warnings=list(chunking.warnings), timestamp=utc_now()
         )
         # Offline, the tree comes from the content (clusters of the chunk embeddings); with a
         # model, each chunk is classified level by level (memoirAI Requirement 2).
@@ -389,7 +389,7 @@ class HierarchyService:
         self,
         path: str | Path,
         *,
-        scope: str,
+        scope: ScopeLike,
         model: Model | None = None,
         category: str | Sequence[str] | None = None,
         progress: ProgressCallback | None = None,
@@ -404,7 +404,7 @@ class HierarchyService:
             InvalidInputError: the file is missing, over ``hierarchy.max_ingest_bytes``, or not
                 UTF-8 text.
         """
-        scope = validate_scope(scope)
+        scope = as_scope(scope)
         file = Path(path).expanduser()
         try:
             size = file.stat().st_size
@@ -443,7 +443,7 @@ class HierarchyService:
         stream: BinaryIO,
         size: int,
         digest: str,
-        scope: str,
+        scope: Scope,
         source: str | None,
         model: Model | None,
         category: str | Sequence[str] | None,
@@ -451,7 +451,7 @@ class HierarchyService:
     ) -> IngestResult:
         started = time.perf_counter()
         agents = self.agents(model)
-        result = IngestResult(scope=scope, source=source, timestamp=utc_now())
+        result = IngestResult(scope=scope.key, source=source, timestamp=utc_now())
         store = await self._checked_store(scope)
         if not isinstance(store, PortHierarchyStore):  # callers check _streams() first
             raise ConfigError(
@@ -509,7 +509,7 @@ class HierarchyService:
     async def forget(
         self,
         *,
-        scope: str,
+        scope: ScopeLike,
         chunk_ids: Sequence[str] = (),
         source: str | None = None,
         category: str | int | None = None,
@@ -523,7 +523,7 @@ class HierarchyService:
                 (the message lists the top-level categories).
             ConfigError: the store has no removal (the transitional MySQL hierarchy tables).
         """
-        scope = validate_scope(scope)
+        scope = as_scope(scope)
         if not chunk_ids and source is None and category is None:
             raise InvalidInputError(
                 "nothing to forget: no chunk id, source or category given",
@@ -541,13 +541,13 @@ class HierarchyService:
         )
         self._centroids.pop(scope, None)
         return KnowledgeRemoval(
-            scope=scope,
+            scope=scope.key,
             chunks=removed.chunks,
             categories=removed.categories,
             sources=removed.resources,
         )
 
-    async def _category_id(self, store: HierarchyStore, scope: str, category: str | int) -> int:
+    async def _category_id(self, store: HierarchyStore, scope: Scope, category: str | int) -> int:
         paths = await self._paths_by_id(store, scope)
         if isinstance(category, int) or str(category).isdigit():
             if int(category) in paths:
@@ -559,7 +559,7 @@ class HierarchyService:
                     return category_id
         tops = sorted({label.split(" / ")[0] for label in paths.values()})[:20]
         raise InvalidInputError(
-            f"no category {category!r} in scope {scope!r}",
+            f"no category {category!r} in scope {scope.key!r}",
             hint=f"give an id or a full path from `memoir categories` (top level: "
             f"{', '.join(tops) or 'none yet'})",
         )
@@ -570,7 +570,7 @@ class HierarchyService:
         self,
         question: str,
         *,
-        scope: str,
+        scope: ScopeLike,
         strategy: str | None = None,
         max_token_budget: int | None = None,
         summarize: bool | None = None,
@@ -595,7 +595,7 @@ class HierarchyService:
             BudgetError: a budget below 1.
             StorageError: the database failed.
         """
-        scope = validate_scope(scope)
+        scope = as_scope(scope)
         store = await self._checked_store(scope)
         agents = self.agents(model)
         budget = self.settings.max_token_budget if max_token_budget is None else max_token_budget
@@ -617,7 +617,7 @@ class HierarchyService:
             )
 
     async def _category_vectors(
-        self, store: HierarchyStore, scope: str, agents: HierarchyAgents
+        self, store: HierarchyStore, scope: Scope, agents: HierarchyAgents
     ) -> dict[str, Any]:
         """Category centroids by traversal label, for the offline model's ``select``."""
         if not agents.models["traverse"].offline_only:
@@ -634,9 +634,9 @@ class HierarchyService:
 
     # -- inspection --------------------------------------------------------------------------
 
-    async def categories(self, *, scope: str) -> CategoryTree:
+    async def categories(self, *, scope: ScopeLike) -> CategoryTree:
         """The category tree of ``scope``: nested nodes with name, level and children."""
-        scope = validate_scope(scope)
+        scope = as_scope(scope)
         store = await self.store()
         rows = await store.all_categories(scope)
         counts: dict[int, int] | None = None  # unknown when the store cannot count
@@ -659,14 +659,14 @@ class HierarchyService:
             parent = nodes.get(c.parent_id) if c.parent_id is not None else None
             (parent.children if parent is not None else roots).append(node)
         return CategoryTree(
-            scope=scope,
+            scope=scope.key,
             depth=self.settings.depth,
             max_categories=self.settings.max_categories,
             total=len(rows),
             nodes=roots,
         )
 
-    async def recluster(self, *, scope: str) -> CategoryTree:
+    async def recluster(self, *, scope: ScopeLike) -> CategoryTree:
         """Rebuild ``scope``'s tree from its content now: every chunk is clustered again and
         the categories named from their words (names an agent or a model chose are replaced);
         from then on the tree is re-clustered as it grows.
@@ -674,7 +674,7 @@ class HierarchyService:
         Raises:
             ConfigError: ``hierarchy.offline_classifier`` is ``"names"``.
         """
-        scope = validate_scope(scope)
+        scope = as_scope(scope)
         store = await self.store()
         tree = offline_tree_for(store, self.settings)
         if tree is None:
@@ -688,20 +688,20 @@ class HierarchyService:
         return await self.categories(scope=scope)
 
     async def runs(
-        self, *, scope: str, limit: int = 20, kind: str | None = None
+        self, *, scope: ScopeLike, limit: int = 20, kind: str | None = None
     ) -> list[dict[str, Any]]:
         """The latest query (and ingest) run records of ``scope``, newest first.
 
         Raises:
             InvalidInputError: ``limit`` below 1 or a bad scope.
         """
-        scope = validate_scope(scope)
+        scope = as_scope(scope)
         if limit < 1:
             raise InvalidInputError(f"limit must be at least 1, got {limit}", hint="use --limit 20")
         store = await self.store()
         return await store.list_runs(scope, kind=kind, limit=min(limit, 1000))
 
-    async def _paths_by_id(self, store: HierarchyStore, scope: str) -> dict[int, str]:
+    async def _paths_by_id(self, store: HierarchyStore, scope: Scope) -> dict[int, str]:
         rows = await store.all_categories(scope)
         by_id = {c.category_id: c for c in rows}
         labels: dict[int, str] = {}

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from memory_core.errors import InvalidInputError
+from memory_core.scope import Scope
 
 __all__ = [
     "CATEGORY_COLUMNS",
@@ -80,17 +81,17 @@ class HierarchyStore(Protocol):
     async def close(self) -> None: ...
 
     async def categories(
-        self, scope: str, *, parent_id: int | None, level: int | None = None
+        self, scope: Scope, *, parent_id: int | None, level: int | None = None
     ) -> list[Category]:
         """Children of ``parent_id`` (None: level-1 categories), ordered by name."""
         ...
 
-    async def all_categories(self, scope: str) -> list[Category]: ...
+    async def all_categories(self, scope: Scope) -> list[Category]: ...
 
-    async def count_categories(self, scope: str) -> int: ...
+    async def count_categories(self, scope: Scope) -> int: ...
 
     async def create_category(
-        self, scope: str, *, parent_id: int | None, level: int, name: str
+        self, scope: Scope, *, parent_id: int | None, level: int, name: str
     ) -> Category:
         """Create, or return the existing category whose normalised name matches within the
         same parent (no twins). Level 1 has no parent; deeper levels need a parent one level up.
@@ -102,7 +103,7 @@ class HierarchyStore(Protocol):
 
     async def add_chunks(
         self,
-        scope: str,
+        scope: Scope,
         category_id: int,
         chunks: Sequence[NewChunk],
         vectors: Any | None = None,
@@ -116,7 +117,7 @@ class HierarchyStore(Protocol):
 
     async def chunks_in_category(
         self,
-        scope: str,
+        scope: Scope,
         category_id: int,
         *,
         after: tuple[str, str] | None = None,
@@ -128,11 +129,11 @@ class HierarchyStore(Protocol):
         ...
 
     async def record_run(
-        self, scope: str, kind: str, took_ms: float, payload: dict[str, Any]
+        self, scope: Scope, kind: str, took_ms: float, payload: dict[str, Any]
     ) -> int: ...
 
     async def list_runs(
-        self, scope: str, *, kind: str | None = None, limit: int = 20
+        self, scope: Scope, *, kind: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]: ...
 
 

@@ -37,6 +37,7 @@ from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.results import IngestedChunk, IngestResult, StreamInfo
 from memory_core.hierarchy.store import NewChunk
 from memory_core.models import content_hash, stable_id
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
     from memory_core.hierarchy.service import HierarchyService
@@ -72,7 +73,7 @@ async def ingest_stream(
     *,
     digest: str,
     size: int,
-    scope: str,
+    scope: Scope,
     source: str | None,
     agents: HierarchyAgents,
     category: str | Sequence[str] | None,
@@ -235,7 +236,7 @@ def _chunks(
 
 
 async def _name_listed(
-    service: HierarchyService, store: PortHierarchyStore, scope: str, result: IngestResult
+    service: HierarchyService, store: PortHierarchyStore, scope: Scope, result: IngestResult
 ) -> None:
     """Fill the listed chunks' category paths (as they are after any re-clustering)."""
     if not result.chunks:
@@ -248,7 +249,7 @@ async def _name_listed(
         chunk.category_path = paths.get(leaf, "")
 
 
-async def _stored_centroids(store: PortHierarchyStore, scope: str, depth: int) -> LeafCentroids:
+async def _stored_centroids(store: PortHierarchyStore, scope: Scope, depth: int) -> LeafCentroids:
     return LeafCentroids(await store.leaf_vector_sums(scope, depth=depth))
 
 

@@ -24,6 +24,7 @@ from memory_core.hierarchy.strategies import (
     effective_count,
     picks_per_level,
 )
+from memory_core.scope import Scope
 
 if TYPE_CHECKING:
     from memory_core.llm.agents import HierarchyAgents
@@ -113,7 +114,7 @@ async def traverse(
     store: HierarchyStore,
     agents: HierarchyAgents,
     *,
-    scope: str,
+    scope: Scope,
     question: str,
     strategy: Strategy,
     depth: int,

@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from memory_core.scope import Scope
+
 __all__ = [
     "CategoryTreePort",
     "ChunkPoint",
@@ -71,27 +73,27 @@ class TreePlan:
 
 @runtime_checkable
 class CategoryTreePort(Protocol):
-    async def snapshot(self, scope: str) -> TreeSnapshot:
+    async def snapshot(self, scope: Scope) -> TreeSnapshot:
         """Every hierarchy chunk of ``scope`` that has a vector, ordered by item id."""
         ...
 
-    async def leaf_levels(self, scope: str) -> set[int]:
+    async def leaf_levels(self, scope: Scope) -> set[int]:
         """The levels of the scope's categories that hold chunks (one level, the depth the
         tree was built with, unless ``hierarchy.depth`` changed since)."""
         ...
 
-    async def sources(self, scope: str, uids: Sequence[str]) -> dict[str, str]:
+    async def sources(self, scope: Scope, uids: Sequence[str]) -> dict[str, str]:
         """The ``source`` each chunk was ingested with, by chunk uid (chunks without one are
         left out): answers cite where their passages came from."""
         ...
 
-    async def stamp(self, scope: str, *, run_kind: str) -> str:
+    async def stamp(self, scope: Scope, *, run_kind: str) -> str:
         """Changes whenever the scope's tree or its chunk vectors may have changed, by any
         process: read in one transaction from values every writer changes in its own (the
         scope's vector generation, the categories, the newest ``run_kind`` run)."""
         ...
 
-    async def apply(self, scope: str, plan: TreePlan) -> dict[int, int]:
+    async def apply(self, scope: Scope, plan: TreePlan) -> dict[int, int]:
         """In one transaction: create the planned categories (reusing an existing one with the
         same parent and normalised name), relink the moved chunks, then delete every category of
         the scope that is not planned and holds no chunk and no child.

@@ -30,6 +30,7 @@ from memory_core.config import load_settings
 from memory_core.embed import create_embedder
 from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.store import HierarchyStore
+from memory_core.scope import Scope
 from memory_core.storage import create_store
 from memory_core.storage.url import DatabaseURL, parse_database_url
 
@@ -213,8 +214,8 @@ def require_service(backend: str) -> None:
     pytest.skip(message)
 
 
-def unique_scope(label: str = "t") -> str:
-    return f"test:{label}:{uuid.uuid4().hex}"
+def unique_scope(label: str = "t") -> Scope:
+    return Scope.of(f"test:{label}:{uuid.uuid4().hex}")
 
 
 @pytest.fixture
@@ -271,7 +272,7 @@ async def hierarchy_store_factory(
     require_service(backend)
     opened: list[Any] = []
     memoirs: list[Any] = []
-    scopes: set[str] = set()
+    scopes: set[Scope] = set()
 
     async def factory(depth: int = 3, retries: int = 3) -> HierarchyStore:
         if backend == "sqlite":
@@ -306,14 +307,14 @@ async def hierarchy_store_factory(
 
 
 @pytest.fixture
-def scope(hierarchy_store_factory: StoreFactory) -> str:
+def scope(hierarchy_store_factory: StoreFactory) -> Scope:
     """A fresh scope for this test, deleted from the server databases afterwards."""
     value = unique_scope()
     hierarchy_store_factory.scopes.add(value)  # type: ignore[attr-defined]
     return value
 
 
-def other_scope(factory: StoreFactory) -> str:
+def other_scope(factory: StoreFactory) -> Scope:
     """A second scope for isolation tests (also cleaned up)."""
     value = unique_scope("other")
     factory.scopes.add(value)  # type: ignore[attr-defined]

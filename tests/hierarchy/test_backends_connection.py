@@ -17,6 +17,7 @@ import pytest
 from memory_core.errors import DatabaseUnavailableError, InvalidInputError, SchemaError
 from memory_core.hierarchy.store import NewChunk
 from memory_core.models import content_hash, stable_id
+from memory_core.scope import Scope
 from memory_core.storage.url import DatabaseURL, parse_database_url
 
 try:
@@ -265,7 +266,9 @@ async def test_values_the_server_cannot_hold_are_input_errors(backend: str) -> N
             with pytest.raises(InvalidInputError, match="NUL"):
                 await store.create_category(unique_scope(), parent_id=None, level=1, name="a\x00b")
         else:
+            # A key longer than the scope column (built directly: Scope.of refuses it sooner).
+            too_long = Scope(key="s" * 600, fields=(("scope", "s" * 600),))
             with pytest.raises(InvalidInputError):
-                await store.create_category("s" * 600, parent_id=None, level=1, name="Long scope")
+                await store.create_category(too_long, parent_id=None, level=1, name="Long scope")
     finally:
         await store.close()

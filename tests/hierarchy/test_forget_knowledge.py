@@ -63,7 +63,7 @@ async def test_forget_by_id_source_and_category_removes_rows_vectors_and_counts(
         chunks, vectors, lexical, counted = await _state(memoir)
         assert chunks == vectors == lexical == counted > 10
         store = await memoir.hierarchy.store()
-        await store.create_category(SCOPE, parent_id=None, level=1, name="Kept empty")
+        await store.create_category(Scope.of(SCOPE), parent_id=None, level=1, name="Kept empty")
 
         one = first.chunks[0].chunk_id
         removed = await memoir.hierarchy.forget(scope=SCOPE, chunk_ids=[one])

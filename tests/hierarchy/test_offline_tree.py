@@ -20,6 +20,7 @@ import pytest
 from memory_core.embed import create_embedder
 from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.hierarchy.labels import GENERIC_WORDS
+from memory_core.scope import Scope
 from memory_core.service import Memoir
 
 from .conftest import DATA, make_settings, open_memoir
@@ -48,9 +49,9 @@ async def open_local(tmp_path: Path, **hierarchy: Any) -> Memoir:
 
 async def paths_of(memoir: Memoir, scope: str, uids: list[str]) -> dict[str, list[str]]:
     """Each chunk's category path, read back from the store (after any re-clustering)."""
-    store: Any = await memoir.hierarchy.store()
-    categories = {c.category_id: c for c in await store.all_categories(scope)}
-    where = await store.existing_chunks(scope, uids)
+    store = await memoir.hierarchy.store()
+    categories = {c.category_id: c for c in await store.all_categories(Scope.of(scope))}
+    where = await store.existing_chunks(Scope.of(scope), uids)
     out = {}
     for uid in uids:
         names, node = [], categories.get(where[uid][1])

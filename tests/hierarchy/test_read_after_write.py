@@ -20,6 +20,7 @@ import pytest
 from memory_core.config import load_settings
 from memory_core.embed import create_embedder
 from memory_core.hierarchy.filing import offline_tree_for
+from memory_core.scope import Scope
 from memory_core.service import Memoir
 
 try:
@@ -72,7 +73,7 @@ def _text(rng: random.Random, marker: str) -> str:
     return f"Knowledge {marker}: " + " ".join(words) + "."
 
 
-async def _finds(memoir: Memoir, scope: str, marker: str, text: str) -> bool:
+async def _finds(memoir: Memoir, scope: Scope, marker: str, text: str) -> bool:
     result = await memoir.hierarchy.query(text, scope=scope, max_token_budget=4000)
     return marker in (result.answer or "") + " ".join(u.text_content for u in result.used_chunks)
 
@@ -82,7 +83,7 @@ async def test_an_empty_category_does_not_hide_another_writers_chunks(
     backend: str, two_processes: Opener
 ) -> None:
     writer, reader = await two_processes(backend)
-    scope = f"project:/tmp/read-after-write-{backend}"
+    scope = Scope.of(f"project:/tmp/read-after-write-{backend}")
     rng = random.Random(10)
     written: list[tuple[str, str]] = []
     for n in range(2 * TOPICS):
@@ -109,7 +110,7 @@ async def test_the_centroid_cache_key_changes_with_another_writers_forget(
     with every write of another process that changes what the centroids hold (a forget
     records no ingest run)."""
     writer, reader = await two_processes(backend)
-    scope = f"project:/tmp/centroid-key-{backend}"
+    scope = Scope.of(f"project:/tmp/centroid-key-{backend}")
     rng = random.Random(11)
     for n in range(3):
         await writer.hierarchy.ingest_text(

@@ -24,6 +24,7 @@ from memory_core.config import load_settings
 from memory_core.embed import create_embedder
 from memory_core.hierarchy.port_store import PortHierarchyStore
 from memory_core.hierarchy.service import HierarchyService
+from memory_core.scope import Scope
 from memory_core.service import Memoir
 
 try:
@@ -63,14 +64,14 @@ class ReclusterFirst(PortHierarchyStore):
             await before()
 
     async def add_chunks(
-        self, scope: str, category_id: int, chunks: Sequence[Any], vectors: Any | None = None
+        self, scope: Scope, category_id: int, chunks: Sequence[Any], vectors: Any | None = None
     ) -> list[int]:
         await self._race([category_id])
         return await super().add_chunks(scope, category_id, chunks, vectors)
 
     async def add_batch(
         self,
-        scope: str,
+        scope: Scope,
         filed: Sequence[tuple[int, Any]],
         vectors: Any | None,
         *,
@@ -119,7 +120,7 @@ async def two_processes(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable
 
 
 async def _racing_writer(
-    first: Memoir, second: Memoir, scope: str
+    first: Memoir, second: Memoir, scope: Scope
 ) -> tuple[HierarchyService, ReclusterFirst, set[int], list[list[str]]]:
     """A managed tree over two topics written by ``first``; a writer on ``second`` whose first
     store write lets ``first`` grow the tree and re-cluster it (every leaf renamed)."""
@@ -147,7 +148,7 @@ async def _racing_writer(
 
 
 async def _assert_filed_once(
-    memoir: Memoir, scope: str, racing: ReclusterFirst, before: set[int], result: Any
+    memoir: Memoir, scope: Scope, racing: ReclusterFirst, before: set[int], result: Any
 ) -> None:
     store = await memoir.hierarchy.store()
     now = {c.category_id for c in await store.all_categories(scope)}
@@ -165,7 +166,7 @@ async def test_an_ingest_survives_a_recluster_that_replaced_its_leaf(
     backend: str, two_processes: Callable[..., Awaitable[list[Memoir]]]
 ) -> None:
     first, second = await two_processes(backend)
-    scope = f"project:/tmp/recluster-race-{backend}"
+    scope = Scope.of(f"project:/tmp/recluster-race-{backend}")
     writer, racing, before, topics = await _racing_writer(first, second, scope)
     result = await writer.ingest_text(_text(random.Random(6), topics[0]), scope=scope)
     assert len(result.chunks) == 1
@@ -177,7 +178,7 @@ async def test_a_streamed_ingest_survives_a_recluster_that_replaced_its_leaves(
     backend: str, two_processes: Callable[..., Awaitable[list[Memoir]]]
 ) -> None:
     first, second = await two_processes(backend, ingest_batch_bytes=1024)
-    scope = f"project:/tmp/recluster-race-stream-{backend}"
+    scope = Scope.of(f"project:/tmp/recluster-race-stream-{backend}")
     writer, racing, before, topics = await _racing_writer(first, second, scope)
     rng = random.Random(7)
     text = " ".join(_text(rng, topics[n % 2]) for n in range(40))
@@ -201,7 +202,7 @@ async def test_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
     from memory_core.hierarchy.store import NewChunk
 
     (memoir, _) = await two_processes("postgres")
-    scope = "project:/tmp/fk-race"
+    scope = Scope.of("project:/tmp/fk-race")
     store = await memoir.hierarchy.store()
     leaf = await _one_leaf(store, scope)
     chunk = NewChunk(uid="u-fk", text="a chunk", token_count=2, content_hash="h-fk", created_at="")
@@ -233,7 +234,7 @@ async def test_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as_missing(
         other.close()
 
 
-async def _one_leaf(store: Any, scope: str) -> int:
+async def _one_leaf(store: Any, scope: Scope) -> int:
     """A chain of categories named "x" from level 1 down to a leaf; the leaf's id."""
     parent = None
     for level in range(1, store.depth + 1):
@@ -305,7 +306,7 @@ async def test_on_mysql_a_leaf_deleted_while_a_chunk_is_written_into_it_reads_as
     from memory_core.hierarchy.store import NewChunk
 
     (memoir, _) = await two_processes("mysql")
-    scope = "project:/tmp/fk-race-mysql"
+    scope = Scope.of("project:/tmp/fk-race-mysql")
     store = await memoir.hierarchy.store()
     leaf = await _one_leaf(store, scope)
     chunk = NewChunk(
@@ -329,7 +330,7 @@ async def test_on_mysql_a_subcategory_whose_parent_is_deleted_meanwhile_is_refus
     from memory_core.errors import InvalidInputError
 
     (memoir, _) = await two_processes("mysql")
-    scope = "project:/tmp/fk-parent-mysql"
+    scope = Scope.of("project:/tmp/fk-parent-mysql")
     store = await memoir.hierarchy.store()
     top = await store.create_category(scope, parent_id=None, level=1, name="top")
     assert isinstance(store, PortHierarchyStore)

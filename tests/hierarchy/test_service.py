@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 
 from memory_core.errors import NotFoundError
 from memory_core.hierarchy.port_store import CHUNK_KIND
+from memory_core.scope import Scope
 from memory_core.service import Memoir, MemoirSync
 
 from .conftest import Script, answer_all, first_option_or, make_settings, open_memoir, pick_first
@@ -214,9 +215,9 @@ async def test_summarise_mode_makes_m_parts_within_five_percent_of_the_budget(
 async def test_an_empty_leaf_is_reported_not_fatal(memoir: Memoir) -> None:
     await build_tree(memoir, Script(classify=by_label), tops=2)
     store = await memoir.hierarchy.store()
-    top = await store.create_category("s", parent_id=None, level=1, name="Empty")
-    mid = await store.create_category("s", parent_id=top.category_id, level=2, name="E")
-    await store.create_category("s", parent_id=mid.category_id, level=3, name="Nothing")
+    top = await store.create_category(Scope.of("s"), parent_id=None, level=1, name="Empty")
+    mid = await store.create_category(Scope.of("s"), parent_id=top.category_id, level=2, name="E")
+    await store.create_category(Scope.of("s"), parent_id=mid.category_id, level=3, name="Nothing")
     script = Script(select=pick_first, answer=answer_all)
     with capture_logs() as logs:
         result = await memoir.query("q", scope="s", strategy="wide_branch", model=script.model)
@@ -228,9 +229,9 @@ async def test_an_empty_leaf_is_reported_not_fatal(memoir: Memoir) -> None:
 
 async def test_only_empty_leaves_is_an_error_result_with_a_hint(memoir: Memoir) -> None:
     store = await memoir.hierarchy.store()
-    top = await store.create_category("s", parent_id=None, level=1, name="Empty")
-    mid = await store.create_category("s", parent_id=top.category_id, level=2, name="E")
-    await store.create_category("s", parent_id=mid.category_id, level=3, name="Nothing")
+    top = await store.create_category(Scope.of("s"), parent_id=None, level=1, name="Empty")
+    mid = await store.create_category(Scope.of("s"), parent_id=top.category_id, level=2, name="E")
+    await store.create_category(Scope.of("s"), parent_id=mid.category_id, level=3, name="Nothing")
     result = await memoir.query("q", scope="s")
     assert result.status == "error" and result.error and result.error.code == "no_chunks"
     assert result.error.hint
@@ -355,7 +356,6 @@ async def test_citations_name_chunk_ids_and_paths(memoir: Memoir) -> None:
 
 async def test_chunks_are_found_by_the_shared_hybrid_indexes(memoir: Memoir) -> None:
     result = await memoir.ingest_text("Quokkas live on Rottnest Island.", scope="s")
-    from memory_core.scope import Scope
     from memory_core.storage.ports import LexicalQuery
 
     scope = Scope.of("s")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from memory_core.errors import CategoryMissingError, InvalidInputError
 from memory_core.hierarchy.store import Category, HierarchyStore, NewChunk, normalise_category_name
 from memory_core.models import content_hash, stable_id
+from memory_core.scope import Scope
 
 try:  # tests/hierarchy is on sys.path when it has no __init__.py (pytest's rootdir-less mode)
     from conftest_backends import (
@@ -58,7 +59,7 @@ NASTY = [
 ]
 
 
-def _chunk(scope: str, key: object, *, created_at: str, text: str | None = None) -> NewChunk:
+def _chunk(scope: Scope, key: object, *, created_at: str, text: str | None = None) -> NewChunk:
     body = text if text is not None else f"chunk {key} of {scope}"
     return NewChunk(
         uid=stable_id(scope, key),
@@ -73,7 +74,7 @@ def _ts(second: int, micro: int = 0) -> str:
     return f"2025-01-01T00:00:{second:02d}.{micro:06d}+00:00"
 
 
-async def _leaf(store: HierarchyStore, scope: str, *names: str) -> Category:
+async def _leaf(store: HierarchyStore, scope: Scope, *names: str) -> Category:
     """Create the path ``names`` (one per level) and return its last category."""
     parent: Category | None = None
     for level, name in enumerate(names, start=1):
@@ -88,7 +89,7 @@ async def _leaf(store: HierarchyStore, scope: str, *names: str) -> Category:
 
 
 async def test_open_is_idempotent_and_a_second_store_sees_the_same_rows(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     first = await hierarchy_store_factory()
     await first.open()  # opening again creates nothing new and fails on nothing
@@ -102,17 +103,17 @@ async def test_open_is_idempotent_and_a_second_store_sees_the_same_rows(
 
 
 async def test_level_one_categories_have_no_parent(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     root = await store.create_category(scope, parent_id=None, level=1, name="Science")
-    assert root.parent_id is None and root.level == 1 and root.scope == scope
+    assert root.parent_id is None and root.level == 1 and root.scope == scope.key
     with pytest.raises(InvalidInputError, match="level-1"):
         await store.create_category(scope, parent_id=root.category_id, level=1, name="Arts")
 
 
 async def test_deeper_levels_need_a_parent_exactly_one_level_up(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=3)
     root = await store.create_category(scope, parent_id=None, level=1, name="Science")
@@ -128,7 +129,7 @@ async def test_deeper_levels_need_a_parent_exactly_one_level_up(
 
 
 async def test_a_parent_from_another_scope_is_refused(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     elsewhere = other_scope(hierarchy_store_factory)
@@ -140,7 +141,7 @@ async def test_a_parent_from_another_scope_is_refused(
 
 @pytest.mark.parametrize("level", [0, 4, 101])
 async def test_levels_outside_the_configured_depth_are_refused(
-    hierarchy_store_factory: StoreFactory, scope: str, level: int
+    hierarchy_store_factory: StoreFactory, scope: Scope, level: int
 ) -> None:
     store = await hierarchy_store_factory(depth=3)
     with pytest.raises(InvalidInputError, match="depth"):
@@ -156,7 +157,7 @@ async def test_a_depth_outside_1_to_100_is_refused(
 
 
 async def test_a_hundred_levels_deep_path_can_be_built(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=100)
     leaf = await _leaf(store, scope, *(f"level {n}" for n in range(1, 101)))
@@ -173,7 +174,7 @@ async def test_a_hundred_levels_deep_path_can_be_built(
 
 
 async def test_names_differing_only_in_case_and_spaces_are_one_category(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     first = await store.create_category(scope, parent_id=None, level=1, name="Databases")
@@ -185,7 +186,7 @@ async def test_names_differing_only_in_case_and_spaces_are_one_category(
 
 
 async def test_inner_whitespace_is_folded_in_the_stored_name(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     made = await store.create_category(
@@ -197,7 +198,7 @@ async def test_inner_whitespace_is_folded_in_the_stored_name(
 
 
 async def test_same_name_under_different_parents_or_scopes_is_distinct(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     science = await store.create_category(scope, parent_id=None, level=1, name="Science")
@@ -214,7 +215,7 @@ async def test_same_name_under_different_parents_or_scopes_is_distinct(
 
 @pytest.mark.parametrize("name", ["", "   ", "\n\t", "x" * 201])
 async def test_blank_or_overlong_names_are_refused(
-    hierarchy_store_factory: StoreFactory, scope: str, name: str
+    hierarchy_store_factory: StoreFactory, scope: Scope, name: str
 ) -> None:
     store = await hierarchy_store_factory()
     with pytest.raises(InvalidInputError):
@@ -223,7 +224,7 @@ async def test_blank_or_overlong_names_are_refused(
 
 
 async def test_sql_looking_names_round_trip_unchanged(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=2)
     root = await store.create_category(scope, parent_id=None, level=1, name="Root")
@@ -243,7 +244,7 @@ async def test_sql_looking_names_round_trip_unchanged(
 
 
 async def test_children_are_listed_by_normalised_name_within_their_scope(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     names = ["banana", "Apple", "cherry", "apricot", "Zebra", "éclair", "Ähre"]
@@ -259,7 +260,7 @@ async def test_children_are_listed_by_normalised_name_within_their_scope(
 
 
 async def test_categories_lists_only_the_children_of_the_given_parent(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     science = await store.create_category(scope, parent_id=None, level=1, name="Science")
@@ -280,7 +281,7 @@ async def test_categories_lists_only_the_children_of_the_given_parent(
 
 
 async def test_all_categories_and_the_global_count_cover_every_level(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=3)
     await _leaf(store, scope, "A", "B", "C")
@@ -297,7 +298,7 @@ async def test_all_categories_and_the_global_count_cover_every_level(
 
 
 async def test_chunks_link_only_to_leaf_categories(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=3)
     leaf = await _leaf(store, scope, "Science", "Physics", "Optics")
@@ -313,7 +314,7 @@ async def test_chunks_link_only_to_leaf_categories(
 
 
 async def test_with_depth_one_the_level_one_categories_are_the_leaves(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=1)
     leaf = await store.create_category(scope, parent_id=None, level=1, name="Everything")
@@ -324,7 +325,7 @@ async def test_with_depth_one_the_level_one_categories_are_the_leaves(
 
 
 async def test_chunks_round_trip_with_their_counts_hashes_and_times(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=2)
     leaf = await _leaf(store, scope, "Docs", "Text")
@@ -343,7 +344,7 @@ async def test_chunks_round_trip_with_their_counts_hashes_and_times(
 
 
 async def test_adding_the_same_chunks_again_changes_nothing(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=2)
     leaf = await _leaf(store, scope, "Docs", "Text")
@@ -358,7 +359,7 @@ async def test_adding_the_same_chunks_again_changes_nothing(
 
 
 async def test_a_batch_with_a_repeated_uid_stores_it_once(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=1)
     leaf = await store.create_category(scope, parent_id=None, level=1, name="Docs")
@@ -368,14 +369,16 @@ async def test_a_batch_with_a_repeated_uid_stores_it_once(
     assert len(await store.chunks_in_category(scope, leaf.category_id)) == 1
 
 
-async def test_an_empty_batch_is_a_no_op(hierarchy_store_factory: StoreFactory, scope: str) -> None:
+async def test_an_empty_batch_is_a_no_op(
+    hierarchy_store_factory: StoreFactory, scope: Scope
+) -> None:
     store = await hierarchy_store_factory(depth=1)
     leaf = await store.create_category(scope, parent_id=None, level=1, name="Docs")
     assert await store.add_chunks(scope, leaf.category_id, []) == []
 
 
 async def test_vectors_are_accepted_one_per_chunk(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=1)
     leaf = await store.create_category(scope, parent_id=None, level=1, name="Docs")
@@ -394,7 +397,7 @@ async def test_vectors_are_accepted_one_per_chunk(
 
 
 async def test_chunks_come_back_by_created_at_then_uid(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=1)
     leaf = await store.create_category(scope, parent_id=None, level=1, name="Docs")
@@ -410,7 +413,7 @@ async def test_chunks_come_back_by_created_at_then_uid(
 
 @pytest.mark.parametrize("page", [1, 2, 3, 7, 50])
 async def test_keyset_pages_read_every_chunk_once_in_order(
-    hierarchy_store_factory: StoreFactory, scope: str, page: int
+    hierarchy_store_factory: StoreFactory, scope: Scope, page: int
 ) -> None:
     store = await hierarchy_store_factory(depth=1)
     leaf = await store.create_category(scope, parent_id=None, level=1, name="Docs")
@@ -429,7 +432,7 @@ async def test_keyset_pages_read_every_chunk_once_in_order(
 
 
 async def test_chunks_of_other_categories_and_scopes_stay_out(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory(depth=1)
     mine = await store.create_category(scope, parent_id=None, level=1, name="Mine")
@@ -448,7 +451,7 @@ async def test_chunks_of_other_categories_and_scopes_stay_out(
 
 
 async def test_concurrent_creators_of_one_name_get_one_category(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     stores = [await hierarchy_store_factory() for _ in range(2)]
     results: list[Category] = []
@@ -467,7 +470,7 @@ async def test_concurrent_creators_of_one_name_get_one_category(
 
 
 async def test_runs_are_recorded_and_listed_newest_first(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store = await hierarchy_store_factory()
     payload = {
@@ -486,7 +489,7 @@ async def test_runs_are_recorded_and_listed_newest_first(
     assert [r["run_id"] for r in runs] == [third, second, first]
     assert runs[2]["payload"] == payload
     assert runs[2]["took_ms"] == pytest.approx(12.5)
-    assert runs[2]["kind"] == "hierarchy_query" and runs[2]["scope"] == scope
+    assert runs[2]["kind"] == "hierarchy_query" and runs[2]["scope"] == scope.key
     assert runs[2]["started_at"] <= runs[0]["started_at"]
     queries = await store.list_runs(scope, kind="hierarchy_query")
     assert [r["run_id"] for r in queries] == [third, first]
@@ -498,7 +501,7 @@ async def test_runs_are_recorded_and_listed_newest_first(
 
 
 async def test_existing_chunks_maps_stored_uids_to_chunk_and_category(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store: Any = await hierarchy_store_factory(depth=1)
     leaf = await store.create_category(scope, parent_id=None, level=1, name="Docs")
@@ -515,7 +518,7 @@ async def test_existing_chunks_maps_stored_uids_to_chunk_and_category(
 
 
 async def test_chunk_counts_are_per_leaf_category(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     store: Any = await hierarchy_store_factory(depth=2)
     a = await _leaf(store, scope, "Top", "A")
@@ -575,7 +578,7 @@ async def test_any_name_and_text_round_trip_and_twins_follow_the_normalised_name
 
 
 async def test_concurrent_writers_of_the_same_chunks_store_each_once(
-    hierarchy_store_factory: StoreFactory, scope: str
+    hierarchy_store_factory: StoreFactory, scope: Scope
 ) -> None:
     stores = [await hierarchy_store_factory(depth=1) for _ in range(2)]
     leaf = await stores[0].create_category(scope, parent_id=None, level=1, name="Docs")
@@ -601,14 +604,16 @@ async def test_a_scope_that_looks_like_sql_is_just_a_value(
     hierarchy_store_factory: StoreFactory,
 ) -> None:
     store = await hierarchy_store_factory(depth=1)
-    nasty_scope = other_scope(hierarchy_store_factory) + "'; DROP TABLE memoir_chunk; --\\%_"
+    nasty_scope = Scope.of(
+        other_scope(hierarchy_store_factory).key + "'; DROP TABLE memoir_chunk; --\\%_"
+    )
     hierarchy_store_factory.scopes.add(nasty_scope)  # type: ignore[attr-defined]
     leaf = await store.create_category(nasty_scope, parent_id=None, level=1, name="Docs")
-    assert leaf.scope == nasty_scope
+    assert leaf.scope == nasty_scope.key
     await store.add_chunks(
         nasty_scope, leaf.category_id, [_chunk(nasty_scope, 1, created_at=_ts(1))]
     )
-    assert [c.scope for c in await store.all_categories(nasty_scope)] == [nasty_scope]
+    assert [c.scope for c in await store.all_categories(nasty_scope)] == [nasty_scope.key]
     assert len(await store.chunks_in_category(nasty_scope, leaf.category_id)) == 1
     await store.record_run(nasty_scope, "q", 1.0, {})
-    assert [r["scope"] for r in await store.list_runs(nasty_scope)] == [nasty_scope]
+    assert [r["scope"] for r in await store.list_runs(nasty_scope)] == [nasty_scope.key]
