@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import Context
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from memory_core.config import Settings
 
 __all__ = ["sampling_model"]
 
 
-def sampling_model(ctx: Context, settings: Any) -> Any:
+def sampling_model(ctx: Context, settings: Settings) -> Model | None:
     """The client's own LLM through MCP sampling, when it offers it and the settings allow it."""
     if not settings.llm.use_mcp_sampling:
         return None

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from memory_core.memories.spaces import MemorySpace
 from memory_core.service import Memoir
 from server.mcp_app.scoping import require_write_scope
 from server.mcp_app.tools import Roots, ToolHost
@@ -109,7 +110,7 @@ def _result(structured: dict[str, Any], text: str) -> CallToolResult:
 def register_official_memory_tools(app: MCPServer, host: ToolHost) -> None:
     """The nine tools, each one call to ``memoir.memories.graph``."""
 
-    def space_of(memoir: Memoir, roots: Any, ctx: Context, *, write: bool) -> Any:
+    def space_of(memoir: Memoir, roots: Any, ctx: Context, *, write: bool) -> MemorySpace:
         decision = host.scope(roots, ctx)
         scope = require_write_scope(decision) if write else decision.read_scope
         return memoir.memories.space(scope)

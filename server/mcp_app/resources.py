@@ -18,6 +18,7 @@ from mcp_types import Resource as MCPResource
 
 from memory_core.errors import MemoirError, NotFoundError
 from memory_core.redaction import redact_text
+from memory_core.rules.models import RuleDetail
 from server.mcp_app.auth import grant_for
 from server.mcp_app.calls import roots_for_request, scope_for
 from server.mcp_app.notify import CATEGORIES_URI, STORE_SUMMARY_URI, rule_uri
@@ -181,7 +182,7 @@ def register_resources(app: MCPServer, runtime: MemoirRuntime) -> None:
         )
 
 
-async def _rule_detail(runtime: MemoirRuntime, ctx: Context, rule_id: str) -> Any:
+async def _rule_detail(runtime: MemoirRuntime, ctx: Context, rule_id: str) -> RuleDetail:
     try:
         memoir = await runtime.memoir()
         return await memoir.rules.get_rule(rule_id, scope=await _scope(runtime, ctx))

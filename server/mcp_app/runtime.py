@@ -71,7 +71,7 @@ class MemoirRuntime:
 
     # -- the store ---------------------------------------------------------------------------
 
-    async def memoir(self) -> Any:
+    async def memoir(self) -> Memoir:
         """The open facade, opening it on first use (or again after a failed open).
 
         Raises:
@@ -86,9 +86,11 @@ class MemoirRuntime:
                 # thread answering a closed event loop, and the half-opened store unclosed.
                 with anyio.CancelScope(shield=True):
                     self._memoir = await self._open()
-        return self._memoir
+            opened = self._memoir
+        assert opened is not None  # set above, or _open raised
+        return opened
 
-    async def _open(self) -> Any:
+    async def _open(self) -> Memoir:
         # The facade pulls numpy, the store and the embedder seam (~0.5 s of imports): import
         # in a worker thread so the event loop keeps answering initialize / tools/list.
         service = await anyio.to_thread.run_sync(importlib.import_module, "memory_core.service")
