@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from memory_core.embed import create_embedder
-from memory_core.errors import InvalidInputError
+from memory_core.errors import InvalidInputError, PipelineRunError
 from memory_core.pipeline.async_service import AsyncMemoryService
 from memory_core.pipeline.contract import DurableRunner, Runner, SyncRunner
 from memory_core.pipeline.creation import (
@@ -44,6 +44,7 @@ from memory_core.pipeline.creation import (
     version_hash,
 )
 from memory_core.pipeline.editing import default_pipelines, set_from_json, set_to_json, validate
+from memory_core.pipeline.evolve_schedule import EvolveSchedule, evolve_due
 from memory_core.pipeline.layer_queries import LayerQueries
 from memory_core.pipeline.profiles import parse_profiles, redacted_summary
 from memory_core.pipeline.resource_access import DEFAULT_MAX_RESOURCE_BYTES, ResourceAccess
@@ -85,6 +86,7 @@ class MemoryService(PipelineRuns, LayerQueries):
         allowed_url_prefixes: Sequence[str] = (),
         max_resource_bytes: int = DEFAULT_MAX_RESOURCE_BYTES,
         clock: Callable[[], float] = time.time,
+        evolve_schedule: EvolveSchedule | Mapping[str, Any] | None = None,
     ) -> MemoryService:
         """Open (provisioning on first use) the memory layer.
 
@@ -108,6 +110,9 @@ class MemoryService(PipelineRuns, LayerQueries):
             allowed_url_prefixes: ``http(s)://host/path`` prefixes a resource URL may start
                 with (default: none, every URL is refused).
             max_resource_bytes: the largest resource read by URI.
+            evolve_schedule: run a scope's evolve by itself after a memorize of it:
+                ``{"every_memorizes": N, "min_interval_s": S}`` (either or both; see
+                :mod:`memory_core.pipeline.evolve_schedule`). Default: only when called.
 
         Raises:
             ConfigError: a bad scope model, taxonomy, profile, boundary, provider or URL
@@ -116,6 +121,7 @@ class MemoryService(PipelineRuns, LayerQueries):
             SchemaError: ``validate`` mode and the tables are missing or differ.
         """
         spec = ScopeSpec.from_model(scope_model)
+        schedule = EvolveSchedule.parse(evolve_schedule)
         taxonomy = taxonomy_from(categories)
         profiles = parse_profiles(llm_providers)
         roles = dict(role_profiles or {})
@@ -159,6 +165,7 @@ class MemoryService(PipelineRuns, LayerQueries):
                 "storage": storage_summary,
                 "embedder": getattr(embed, "embedder_id", "custom"),
             },
+            **({"evolve_schedule": schedule.describe()} if schedule else {}),
         }
         store.set_meta(meta)
         service = cls(
@@ -176,6 +183,7 @@ class MemoryService(PipelineRuns, LayerQueries):
             meta=meta,
             pipelines=pipelines,
             resources=resources,
+            evolve_schedule=schedule,
         )
         validate(
             pipelines,
@@ -264,6 +272,7 @@ class MemoryService(PipelineRuns, LayerQueries):
             intention_version=persisted.get("intention_version", 0),
             missing_capabilities=state.get("missing_capabilities", []),
             pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
+            scheduled_evolve=self._scheduled_evolve(full, run_id),
         )
 
     def retrieve(
@@ -325,11 +334,14 @@ class MemoryService(PipelineRuns, LayerQueries):
             PipelineRunError: a step failed.
         """
         full = self.scope_spec.scope(scope)
+        with self._evolve_locks.hold(full, wait=True):
+            return self._evolve(full, {})
 
+    def _evolve(self, full: dict[str, str], trigger: dict[str, Any]) -> EvolveResult:
         run_id, outcome = self._run(
             "evolve",
             {"scope": full, "options": {}},
-            input_summary={"scope": full},
+            input_summary={"scope": full, **trigger},
             scope_range=full,
             summarise=evolve_output,
         )
@@ -338,6 +350,28 @@ class MemoryService(PipelineRuns, LayerQueries):
             diff=outcome.state.get("diff", {}),
             pipeline_revision=int(outcome.state.get("pipeline_revision", self.pipeline_revision)),
         )
+
+    def _scheduled_evolve(self, full: dict[str, str], memorize_run: str) -> dict[str, Any] | None:
+        """Runs the scope's evolve when the schedule says it is due (after a memorize that
+        stored something); a failed evolve is logged and reported, the memorize stands."""
+        schedule = self.evolve_schedule
+        if schedule is None:
+            return None
+        with self._evolve_locks.hold(full, wait=False) as held:
+            if not held:
+                return {"status": "skipped", "reason": "an evolve of this scope is running"}
+            # read after taking the lock: an evolve that just finished is in the log
+            runs = self.store.runs(schedule.scan_runs)
+            check = evolve_due(schedule, runs, full, self._clock())
+            if not check.due:
+                return {"status": "not_due", "reason": check.reason}
+            trigger = {"trigger": "schedule", "after_memorize": memorize_run}
+            try:
+                result = self._evolve(full, trigger)
+            except PipelineRunError as exc:
+                return {"status": "failed", "run_id": exc.details.get("run_id"),
+                        "reason": exc.message}  # fmt: skip
+            return {"status": "ok", "run_id": result.run_id, "reason": check.reason}
 
 
 def _embed_function(embedder: Any) -> Callable[[Sequence[str]], np.ndarray]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from memory_core.pipeline.contract import Runner
 from memory_core.pipeline.editing import PipelineSet
+from memory_core.pipeline.evolve_schedule import EvolveSchedule, ScopeLocks
 from memory_core.pipeline.profiles import LayerProfile
 from memory_core.pipeline.resource_access import ResourceAccess
 from memory_core.pipeline.scopes import ScopeSpec, SelectorPolicy
@@ -41,6 +42,7 @@ class ServiceState:
         meta: dict[str, Any],
         pipelines: PipelineSet,
         resources: ResourceAccess | None = None,
+        evolve_schedule: EvolveSchedule | None = None,
     ) -> None:
         self.store = store
         self.scope_spec = scope_spec
@@ -54,6 +56,8 @@ class ServiceState:
         self._pipelines = pipelines
         self._stored: dict[int, PipelineSet] = {}  # revisions are immutable once stored
         self._clock = clock
+        self.evolve_schedule = evolve_schedule
+        self._evolve_locks = ScopeLocks()  # one evolve per scope at a time in this process
         self._ctx = StepContext(
             store=store,
             scope_spec=scope_spec,
