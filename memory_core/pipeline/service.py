@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from memory_core.embed import create_embedder
 from memory_core.errors import InvalidInputError, PipelineRunError
 from memory_core.pipeline.async_service import AsyncMemoryService
+from memory_core.pipeline.authorisation import Authorise
 from memory_core.pipeline.contract import DurableRunner, Runner, SyncRunner
 from memory_core.pipeline.creation import (
     DDL_VERSION,
@@ -87,6 +88,7 @@ class MemoryService(PipelineRuns, LayerQueries):
         max_resource_bytes: int = DEFAULT_MAX_RESOURCE_BYTES,
         clock: Callable[[], float] = time.time,
         evolve_schedule: EvolveSchedule | Mapping[str, Any] | None = None,
+        authorise: Authorise | None = None,
     ) -> MemoryService:
         """Open (provisioning on first use) the memory layer.
 
@@ -113,6 +115,9 @@ class MemoryService(PipelineRuns, LayerQueries):
             evolve_schedule: run a scope's evolve by itself after a memorize of it:
                 ``{"every_memorizes": N, "min_interval_s": S}`` (either or both; see
                 :mod:`memory_core.pipeline.evolve_schedule`). Default: only when called.
+            authorise: a hook that sees each call's ``principal`` and scope selector before
+                the scope model and boundary policy check it, and may narrow it or refuse
+                (:mod:`memory_core.pipeline.authorisation`). Default: none.
 
         Raises:
             ConfigError: a bad scope model, taxonomy, profile, boundary, provider or URL
@@ -184,6 +189,7 @@ class MemoryService(PipelineRuns, LayerQueries):
             pipelines=pipelines,
             resources=resources,
             evolve_schedule=schedule,
+            authorise=authorise,
         )
         validate(
             pipelines,
@@ -208,18 +214,20 @@ class MemoryService(PipelineRuns, LayerQueries):
         uri: str | None = None,
         mime: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        principal: Any = None,
     ) -> MemorizeResult:
         """Store a conversation or a file (content or URI) and build its items, categories and
         intention. Idempotent on resource hash + pipeline revision.
 
         Raises:
             InvalidInputError: the scope misses a field, or no / several resources were given.
+            AccessDeniedError: the authorisation hook refused the scope to ``principal``.
             PathNotAllowedError: the URI is outside ``allowed_roots`` (symlinks followed) or
                 under no ``allowed_url_prefixes``; nothing is stored.
             NotFoundError: the URI cannot be read.
             PipelineRunError: a step failed (the run log names it).
         """
-        full = self.scope_spec.scope(scope)
+        full = self._authorised_scope("memorize", scope, principal)
         given = [n for n, v in (("conversation", conversation), ("content", content),
                                 ("uri", uri)) if v is not None]  # fmt: skip
         if len(given) != 1:
@@ -283,18 +291,22 @@ class MemoryService(PipelineRuns, LayerQueries):
         top_k: int | None = None,
         keep: int | None = None,
         budget_tokens: int | None = None,
+        principal: Any = None,
     ) -> RetrieveResult:
         """Hierarchical retrieval (intention → category → item) across the selected scopes.
 
         Raises:
             InvalidInputError: an empty query, or a selector the policy refuses (a missing
                 field, ANY on a boundary field).
+            AccessDeniedError: the authorisation hook refused a field to ``principal`` (it
+                runs before the policy, which then checks what the hook let through).
             LimitExceededError: the selector expands to too many scope combinations.
             PipelineRunError: a step failed.
         """
         if not query or not query.strip():
             raise InvalidInputError("retrieve needs a non-empty query", hint="pass the question")
-        selector = self.policy.compile(self.scope_spec, scope_selector)
+        allowed = self._authorised("retrieve", scope_selector, principal)
+        selector = self.policy.compile(self.scope_spec, allowed)
         as_json = {k: (list(v) if v is not None else None) for k, v in selector.items()}
         scope_range = {k: ("ANY" if v is None else v) for k, v in as_json.items()}
         options = {"top_k": top_k, "keep": keep, "budget_tokens": budget_tokens}
@@ -326,14 +338,17 @@ class MemoryService(PipelineRuns, LayerQueries):
             pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
         )
 
-    def evolve(self, scope: BaseModel | Mapping[str, Any]) -> EvolveResult:
+    def evolve(
+        self, scope: BaseModel | Mapping[str, Any], *, principal: Any = None
+    ) -> EvolveResult:
         """Dedupe and refresh items, re-cluster categories, adjust the intention; return the diff.
 
         Raises:
             InvalidInputError: the scope misses a field.
+            AccessDeniedError: the authorisation hook refused the scope to ``principal``.
             PipelineRunError: a step failed.
         """
-        full = self.scope_spec.scope(scope)
+        full = self._authorised_scope("evolve", scope, principal)
         with self._evolve_locks.hold(full, wait=True):
             return self._evolve(full, {})
 
