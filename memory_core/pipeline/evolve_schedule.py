@@ -8,8 +8,9 @@ that scope's evolve is due: at least ``every_memorizes`` memorize runs of the sc
 last finished evolve, and at least ``min_interval_s`` seconds since that evolve (either may be
 left out, not both). The answer is read from the run log, not from counters in this process,
 so the CLI (one memorize per process) and several processes on one store count the same runs.
-The log is read newest first, at most ``scan_runs`` entries: a scope whose last evolve lies
-further back counts only the memorizes within them.
+At most the newest ``scan_runs`` entries of the log are read (a scope whose last evolve lies
+further back counts only the memorizes within them); :class:`RunLogTail` keeps them in the
+process and reads only what was logged since its last look.
 
 A due evolve then runs through :meth:`MemoryService.evolve` (the same runner, logged as an
 evolve run, its input marked ``"trigger": "schedule"``). :class:`ScopeLocks` keeps two
@@ -20,7 +21,7 @@ scope's lock held is skipped (the next memorize asks again); an external call wa
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from memory_core.errors import ConfigError
 from memory_core.storage.layer import RunRow
 
-__all__ = ["EvolveSchedule", "ScheduleCheck", "ScopeLocks", "evolve_due"]
+__all__ = ["EvolveSchedule", "RunLogTail", "ScheduleCheck", "ScopeLocks", "evolve_due"]
 
 _KEYS = ("every_memorizes", "min_interval_s", "scan_runs")
 
@@ -104,36 +105,76 @@ class ScheduleCheck:
 def evolve_due(
     schedule: EvolveSchedule, runs: Sequence[RunRow], scope: Mapping[str, str], now: float
 ) -> ScheduleCheck:
-    """Reads ``runs`` (newest first) back to the scope's last finished evolve. Pure.
+    """Reads ``runs`` (the log, newest first) back to the scope's last finished evolve, and
+    stops as soon as the answer is known: at that evolve, or once the count is reached and
+    every run left is older than the interval. Pure.
 
     A memorize counts when it stored something (status ok; a duplicate is ``skipped``); an
     evolve resets the count when it finished (a failed one leaves the count, so it is tried
     again).
     """
+    every, interval = schedule.every_memorizes, schedule.min_interval_s
     memorizes = 0
-    last_evolve: float | None = None
     for run in runs:
+        counted = every is None or memorizes >= every
+        if counted and (interval is None or run.created_at <= now - interval):
+            # the scope's last evolve, if any, is older still: due whatever it was
+            return ScheduleCheck(True, memorizes, None, _due_reason(memorizes, None))
         if run.body.get("scope_range") != scope or run.body.get("status") != "ok":
             continue
         if run.kind == "evolve":
-            last_evolve = run.created_at
-            break
+            return _decide(schedule, memorizes, max(now - run.created_at, 0.0))
         if run.kind == "memorize":
             memorizes += 1
-    since = None if last_evolve is None else max(now - last_evolve, 0.0)
+    return _decide(schedule, memorizes, None)
+
+
+class RunLogTail:
+    """The newest ``size`` entries of the run log, kept in this process and topped up on each
+    look with what was logged since (by this process or another), read in growing windows
+    (4, 16, 64, …) until a run already held: a memorize then reads a few rows, not
+    ``size``. A run logged with an older time than the newest one held is not seen."""
+
+    _FIRST_WINDOW = 4
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._rows: list[RunRow] = []
+        self._lock = threading.Lock()
+
+    def read(self, read_runs: Callable[[int], Sequence[RunRow]]) -> list[RunRow]:
+        """The tail, newest first, after reading what is new with ``read_runs(limit)``."""
+        with self._lock:
+            known = {row.run_id for row in self._rows}
+            window = self._FIRST_WINDOW if known else self.size
+            while True:
+                fresh = list(read_runs(min(window, self.size)))
+                seen = next((n for n, row in enumerate(fresh) if row.run_id in known), None)
+                if seen is not None:
+                    self._rows = (fresh[:seen] + self._rows)[: self.size]
+                    break
+                if len(fresh) < window or window >= self.size:
+                    self._rows = fresh[: self.size]
+                    break
+                window *= 4
+            return list(self._rows)
+
+
+def _decide(schedule: EvolveSchedule, memorizes: int, since: float | None) -> ScheduleCheck:
     waiting: list[str] = []
-    every = schedule.every_memorizes
+    every, interval = schedule.every_memorizes, schedule.min_interval_s
     if every is not None and memorizes < every:
         waiting.append(f"{memorizes} of {every} memorizes since the last evolve")
-    interval = schedule.min_interval_s
     if interval is not None and since is not None and since < interval:
         waiting.append(f"{since:.0f} s of {interval:.0f} s since the last evolve")
     if waiting:
-        reason = "; ".join(waiting)
-    else:
-        last = "no evolve in the log" if since is None else f"the last evolve {since:.0f} s ago"
-        reason = f"{memorizes} memorizes of the scope; {last}"
-    return ScheduleCheck(not waiting, memorizes, since, reason)
+        return ScheduleCheck(False, memorizes, since, "; ".join(waiting))
+    return ScheduleCheck(True, memorizes, since, _due_reason(memorizes, since))
+
+
+def _due_reason(memorizes: int, since: float | None) -> str:
+    last = "no evolve within the runs read" if since is None else f"last evolve {since:.0f} s ago"
+    return f"{memorizes} memorizes of the scope since its last evolve; {last}"
 
 
 class ScopeLocks:

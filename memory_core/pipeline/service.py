@@ -376,7 +376,7 @@ class MemoryService(PipelineRuns, LayerQueries):
             if not held:
                 return {"status": "skipped", "reason": "an evolve of this scope is running"}
             # read after taking the lock: an evolve that just finished is in the log
-            runs = self.store.runs(schedule.scan_runs)
+            runs = self._run_tail.read(self.store.runs)
             check = evolve_due(schedule, runs, full, self._clock())
             if not check.due:
                 return {"status": "not_due", "reason": check.reason}

@@ -14,9 +14,11 @@ import pytest
 from memory_core.errors import ConfigError
 from memory_core.pipeline.contract import State, StepSpec
 from memory_core.pipeline.editing import step
+from memory_core.pipeline.evolve_schedule import EvolveSchedule, RunLogTail, evolve_due
 from memory_core.pipeline.layer_file import open_layer_file
 from memory_core.pipeline.service import MemoryService
 from memory_core.pipeline.steps import LLMHandle, StepContext
+from memory_core.storage.layer import RunRow
 from tests.pipeline.conftest import ServiceFactory
 from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, OrgScope
 
@@ -195,3 +197,49 @@ def test_the_layer_file_sets_the_schedule(tmp_path: Path) -> None:
         assert result.scheduled_evolve["status"] == "ok"
     finally:
         service.close()
+
+
+def _log(*entries: tuple[str, dict[str, str], float]) -> list[RunRow]:
+    """Run log rows, newest first, from (kind, scope, created_at)."""
+    return [
+        RunRow(f"r{n}", kind, {"scope_range": scope, "status": "ok"}, at)
+        for n, (kind, scope, at) in enumerate(entries)
+    ]
+
+
+def test_the_count_stops_at_the_scopes_last_evolve_and_at_the_tail_read() -> None:
+    # newest first: 3 of alice's memorizes among 100 of bob's, then alice's evolve
+    entries = [("memorize", BOB, 1000.0 - n) for n in range(100)]
+    for at in (0, 40, 90):
+        entries[at] = ("memorize", ALICE, 1000.0 - at)
+    log = _log(*entries, ("evolve", ALICE, 800.0), ("memorize", ALICE, 700.0))
+    check = evolve_due(EvolveSchedule(every_memorizes=5), log, ALICE, now=1000.0)
+    assert (check.due, check.memorizes, check.since_evolve_s) == (False, 3, 200.0)
+    # past what was read (scan_runs) the older evolve is not seen: the count stops there
+    capped = evolve_due(EvolveSchedule(every_memorizes=5), log[:50], ALICE, now=1000.0)
+    assert (capped.due, capped.memorizes, capped.since_evolve_s) == (False, 2, None)
+    interval = evolve_due(EvolveSchedule(min_interval_s=100), log, ALICE, now=1000.0)
+    assert (interval.due, interval.since_evolve_s) == (
+        True,
+        None,
+    )  # alice's evolve ran 200 s back: enough
+
+
+def test_the_tail_of_the_log_is_topped_up_with_only_what_is_new() -> None:
+    log = _log(*[("memorize", BOB, 1000.0 - n) for n in range(300)])
+    asked: list[int] = []
+
+    def read(limit: int) -> list[RunRow]:
+        asked.append(limit)
+        return log[:limit]
+
+    tail = RunLogTail(200)
+    assert tail.read(read) == log[:200] and asked == [200]
+    asked.clear()
+    log[:0] = _log(("memorize", ALICE, 1001.0), ("evolve", ALICE, 1002.0))[::-1]
+    for n, row in enumerate(log[:2]):
+        row.run_id = f"new{n}"
+    assert tail.read(read) == log[:200] and asked == [4]
+    asked.clear()
+    log[:0] = [RunRow(f"burst{n}", "memorize", {}, 2000.0 + n) for n in range(70)][::-1]
+    assert tail.read(read) == log[:200] and asked == [4, 16, 64, 200]
