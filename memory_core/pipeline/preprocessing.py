@@ -81,9 +81,9 @@ class Preprocessed:
             return 0
         base = len(self.text) + (2 if self.text else 0)
         self.text = f"{self.text}\n\n{text}" if self.text else text
-        lead = text[: cues[0].start].strip()
+        lead = text[: cues[0].stamp_at].rstrip()
         if any(ch.isalpha() for ch in lead):  # words before the first time: untimed
-            self.segments.append({**where, "start": base, "end": base + cues[0].start})
+            self.segments.append({**where, "start": base, "end": base + len(lead)})
         for cue in cues:
             timed: dict[str, Any] = {"timestamp": cue.stamp, "start_s": cue.start_s}
             if cue.end_s is not None:

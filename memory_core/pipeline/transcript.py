@@ -37,8 +37,10 @@ _CUE_NUMBER = re.compile(r"\n[ \t]*\d+[ \t]*\n?\s*$")
 @dataclass(frozen=True)
 class Cue:
     """One timed stretch of a transcript: ``text[start:end]`` was said from ``start_s``
-    (to ``end_s`` when the stamp or the next cue says so); ``stamp`` is the time as written."""
+    (to ``end_s`` when the stamp or the next cue says so); ``stamp`` is that time as
+    ``hh:mm:ss``, written in the transcript from offset ``stamp_at``."""
 
+    stamp_at: int
     start: int
     end: int
     start_s: float
@@ -84,5 +86,5 @@ def transcript_cues(text: str) -> list[Cue]:
             end_s = _seconds(nxt["b_start"] or nxt["a_start"] or nxt["h_start"])
         else:
             end_s = None
-        cues.append(Cue(begin, finish, start_s, end_s, format_seconds(start_s)))
+        cues.append(Cue(match.start(), begin, finish, start_s, end_s, format_seconds(start_s)))
     return cues

@@ -287,6 +287,16 @@ def test_a_configured_extractor_quoting_a_timed_line_gets_its_time(
     assert TIMED_TRANSCRIPT[start:end] == evidence["quote"]
 
 
+def test_words_before_the_first_time_are_an_untimed_segment() -> None:
+    out = preprocessing.Preprocessed()
+    timed = out.add_transcript("Notes from the call.\n[00:00:01] We ship on Tuesday.")
+    assert timed == 1
+    assert [(out.text[s["start"] : s["end"]], s.get("start_s")) for s in out.segments] == [
+        ("Notes from the call.", None),
+        ("We ship on Tuesday.", 1.0),
+    ]
+
+
 @pytest.mark.parametrize(
     ("transcript", "expected"),
     [
