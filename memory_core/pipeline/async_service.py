@@ -38,8 +38,8 @@ class AsyncMemoryService:
     async def retrieve(self, scope_selector: Any, query: str, **kwargs: Any) -> RetrieveResult:
         return await asyncio.to_thread(lambda: self.sync.retrieve(scope_selector, query, **kwargs))
 
-    async def evolve(self, scope: Any) -> EvolveResult:
-        return await asyncio.to_thread(self.sync.evolve, scope)
+    async def evolve(self, scope: Any, **kwargs: Any) -> EvolveResult:
+        return await asyncio.to_thread(lambda: self.sync.evolve(scope, **kwargs))
 
     async def list_categories(self, scope: Any, **kwargs: Any) -> list[dict[str, Any]]:
         return await asyncio.to_thread(lambda: self.sync.list_categories(scope, **kwargs))
@@ -47,8 +47,8 @@ class AsyncMemoryService:
     async def get_category(self, scope: Any, category: str, **kwargs: Any) -> dict[str, Any]:
         return await asyncio.to_thread(lambda: self.sync.get_category(scope, category, **kwargs))
 
-    async def get_latest_intention(self, scope: Any) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self.sync.get_latest_intention, scope)
+    async def get_latest_intention(self, scope: Any, **kwargs: Any) -> dict[str, Any] | None:
+        return await asyncio.to_thread(lambda: self.sync.get_latest_intention(scope, **kwargs))
 
     async def config(self, step_id: str, **changes: Any) -> int:
         return await asyncio.to_thread(lambda: self.sync.config(step_id, **changes))

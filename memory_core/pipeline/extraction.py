@@ -17,6 +17,7 @@ from memory_core.llm.keyphrases import word_stems
 
 __all__ = [
     "build_text",
+    "evidence_location",
     "intention_from",
     "item_id_for",
     "normalise",
@@ -142,6 +143,13 @@ def _worth_keeping(sentence: str, role: str | None) -> bool:
 
 
 _NOT_USER = ("assistant", "system", "tool")
+# where in the resource a segment sits, beyond its span: a chat turn, a PDF page, a time
+_LOCATION_KEYS = ("turn", "page", "timestamp", "start_s", "end_s")
+
+
+def evidence_location(segment: Mapping[str, Any]) -> dict[str, Any]:
+    """The evidence fields a segment contributes (turn, page, timestamp, start_s, end_s)."""
+    return {key: segment[key] for key in _LOCATION_KEYS if segment.get(key) is not None}
 
 
 def offline_extract(
@@ -171,10 +179,7 @@ def offline_extract(
             if _STABLE.search(sentence) or _GOAL.search(sentence) or _CONSTRAINT.search(sentence):
                 confidence += 0.2
             evidence: dict[str, Any] = {"resource_id": resource_id, "span": [start, end]}
-            if region.get("turn") is not None:
-                evidence["turn"] = region["turn"]
-            if region.get("page") is not None:
-                evidence["page"] = region["page"]
+            evidence.update(evidence_location(region))
             out.append(
                 {
                     "text": sentence,

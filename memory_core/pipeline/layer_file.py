@@ -14,6 +14,8 @@
                                        # directory); a symlink out of them is refused
     # allowed_url_prefixes = ["https://wiki.example.com/team/"]  # http(s) resources (default: none)
     # max_resource_bytes = 67108864
+    # evolve_schedule = { every_memorizes = 20, min_interval_s = 600 }  # evolve a scope by
+                                       # itself after memorizes (default: only when called)
 
     [llm_providers.default]
     model = "offline"
@@ -51,7 +53,7 @@ _KEYS = {
     "store", "store_url_env", "scope_fields", "boundary_fields", "categories", "embedder", "vector_index",
     "llm_providers", "role_profiles", "max_combinations", "max_vector_top_k",
     "max_rerank_candidates", "runner", "allowed_roots", "allowed_url_prefixes",
-    "max_resource_bytes",
+    "max_resource_bytes", "evolve_schedule",
 }  # fmt: skip
 _RUNNER_KEYS = {
     "name",
@@ -113,7 +115,7 @@ def open_layer_file(path: Path) -> MemoryService:
     }
     if "allowed_roots" in data:
         extra["allowed_roots"] = [path.parent / str(r) for r in data["allowed_roots"]]
-    for key in ("allowed_url_prefixes", "max_resource_bytes"):
+    for key in ("allowed_url_prefixes", "max_resource_bytes", "evolve_schedule"):
         if key in data:
             extra[key] = data[key]
     return MemoryService.create(

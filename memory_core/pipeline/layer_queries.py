@@ -24,13 +24,24 @@ class LayerQueries(ServiceState):
         include_summary: bool = True,
         include_items: bool = False,
         items_per_category: int = 20,
+        principal: Any = None,
     ) -> list[dict[str, Any]]:
         """The taxonomy of one scope with counts (and summaries, anchors, items if asked).
 
         Raises:
             InvalidInputError: the scope misses a field.
+            AccessDeniedError: the authorisation hook refused the scope to ``principal``.
         """
-        full = self.scope_spec.scope(scope)
+        full = self._authorised_scope("list_categories", scope, principal)
+        return self._categories_of(full, include_summary, include_items, items_per_category)
+
+    def _categories_of(
+        self,
+        full: dict[str, str],
+        include_summary: bool,
+        include_items: bool,
+        items_per_category: int,
+    ) -> list[dict[str, Any]]:
         rows = {
             r.category_key: r for r in self.store.categories({k: (v,) for k, v in full.items()})
         }
@@ -56,12 +67,18 @@ class LayerQueries(ServiceState):
         return out
 
     def get_category(
-        self, scope: BaseModel | Mapping[str, Any], category: str, *, items: int = 50
+        self,
+        scope: BaseModel | Mapping[str, Any],
+        category: str,
+        *,
+        items: int = 50,
+        principal: Any = None,
     ) -> dict[str, Any]:
         """One category of one scope (by key or name) with its summary, anchors and items.
 
         Raises:
             InvalidInputError: the scope misses a field.
+            AccessDeniedError: the authorisation hook refused the scope to ``principal``.
             NotFoundError: no such category in the taxonomy.
         """
         wanted = category.strip().lower()
@@ -72,15 +89,18 @@ class LayerQueries(ServiceState):
                 hint="use one of " + ", ".join(c["key"] for c in self.taxonomy),
             )
         key = found[0]["key"]
-        entries = self.list_categories(
-            scope, include_summary=True, include_items=True, items_per_category=items
-        )
+        full = self._authorised_scope("get_category", scope, principal)
+        entries = self._categories_of(full, True, True, items)
         return next(e for e in entries if e["category_key"] == key)
 
-    def get_latest_intention(self, scope: BaseModel | Mapping[str, Any]) -> dict[str, Any] | None:
+    def get_latest_intention(
+        self, scope: BaseModel | Mapping[str, Any], *, principal: Any = None
+    ) -> dict[str, Any] | None:
         """The newest intention (goals, constraints, progress, version) of one scope, or None.
 
         Raises:
             InvalidInputError: the scope misses a field.
+            AccessDeniedError: the authorisation hook refused the scope to ``principal``.
         """
-        return latest_intention(self.store, self.scope_spec.scope(scope))
+        full = self._authorised_scope("get_latest_intention", scope, principal)
+        return latest_intention(self.store, full)

@@ -15,6 +15,7 @@ from memory_core.errors import InvalidInputError
 from memory_core.pipeline.contract import State, StepSpec
 from memory_core.pipeline.extraction import (
     build_text,
+    evidence_location,
     item_id_for,
     offline_extract,
 )
@@ -136,11 +137,12 @@ def preprocess_multimodal(ctx: StepContext, spec: StepSpec, state: State, llm: L
     return produced
 
 
-def _page_at(segments: list[dict[str, Any]], offset: int) -> int | None:
+def _location_at(segments: list[dict[str, Any]], offset: int) -> dict[str, Any]:
+    """The page, turn or time of the segment holding ``offset`` (a quote's start)."""
     for segment in segments:
-        if segment.get("page") is not None and segment["start"] <= offset < segment["end"]:
-            return int(segment["page"])
-    return None
+        if segment["start"] <= offset < segment["end"]:
+            return evidence_location(segment)
+    return {}
 
 
 def extract_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle) -> State:
@@ -158,9 +160,8 @@ def extract_items(ctx: StepContext, spec: StepSpec, state: State, llm: LLMHandle
             start = text.find(item.quote) if item.quote else -1
             span = [start, start + len(item.quote)] if start >= 0 else None
             evidence = {"resource_id": resource_id, "span": span, "quote": item.quote}
-            page = _page_at(state.get("segments", []), start)
-            if page is not None:
-                evidence["page"] = page
+            if start >= 0:
+                evidence.update(_location_at(state.get("segments", []), start))
             found.append(
                 {
                     "text": item.text,

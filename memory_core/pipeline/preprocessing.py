@@ -6,7 +6,9 @@
 - Image: local OCR (RapidOCR on onnxruntime; its models ship inside the wheel, nothing is
   downloaded), plus a caption when the preprocess step's profile is a configured vision model.
 - Audio / video: a transcript only through a configured provider profile (a pydantic-ai model
-  that accepts the media); the offline model has none.
+  that accepts the media); the offline model has none. The model is asked for a time at the
+  start of each line; each timed line is a segment carrying its time (``start_s``, ``end_s``,
+  ``timestamp``), so an item's evidence names when it was said as well as its span.
 
 What cannot run (no engine installed, no profile configured, an unreadable file, a provider
 that fails) is reported as a missing capability with the reason and the fix; the resource is
@@ -23,6 +25,7 @@ from typing import Any
 
 from memory_core.errors import ModelError
 from memory_core.pipeline.profiles import LayerProfile
+from memory_core.pipeline.transcript import transcript_cues
 
 __all__ = [
     "Preprocessed",
@@ -43,13 +46,17 @@ AUDIO_HINT = (
     "(role_profiles={'preprocess': '<profile>'}); the offline model cannot transcribe"
 )
 _CAPTION_PROMPT = "Describe this image for a memory store: what it shows and any text in it."
-_TRANSCRIBE_PROMPT = "Transcribe the speech in this recording verbatim."
+_TRANSCRIBE_PROMPT = (
+    "Transcribe the speech in this recording verbatim, one line per utterance, each line "
+    "starting with the time it begins as [hh:mm:ss], e.g. [00:01:05] We ship on Tuesday."
+)
 
 
 @dataclass
 class Preprocessed:
-    """Text found in a file, its segments (``start``/``end`` into the text, ``page`` for PDFs),
-    artifact summaries, the capabilities that could not run, and LLM usage."""
+    """Text found in a file, its segments (``start``/``end`` into the text, ``page`` for PDFs,
+    ``start_s``/``end_s``/``timestamp`` for timed transcript lines), artifact summaries, the
+    capabilities that could not run, and LLM usage."""
 
     text: str = ""
     segments: list[dict[str, Any]] = field(default_factory=list)
@@ -64,6 +71,27 @@ class Preprocessed:
         start = len(self.text) + (2 if self.text else 0)
         self.text = f"{self.text}\n\n{text}" if self.text else text
         self.segments.append({**where, "start": start, "end": start + len(text)})
+
+    def add_transcript(self, text: str, **where: Any) -> int:
+        """Append a transcript; each timed line is its own segment with its time. Returns the
+        number of timed lines (0: one untimed segment, as :meth:`add`)."""
+        cues = transcript_cues(text)
+        if not cues:
+            self.add(text, **where)
+            return 0
+        base = len(self.text) + (2 if self.text else 0)
+        self.text = f"{self.text}\n\n{text}" if self.text else text
+        lead = text[: cues[0].stamp_at].rstrip()
+        if any(ch.isalpha() for ch in lead):  # words before the first time: untimed
+            self.segments.append({**where, "start": base, "end": base + len(lead)})
+        for cue in cues:
+            timed: dict[str, Any] = {"timestamp": cue.stamp, "start_s": cue.start_s}
+            if cue.end_s is not None:
+                timed["end_s"] = cue.end_s
+            self.segments.append(
+                {**where, **timed, "start": base + cue.start, "end": base + cue.end}
+            )
+        return len(cues)
 
 
 def pdf_available() -> bool:
@@ -228,8 +256,11 @@ def _media_call(
         out.missing.append({"capability": kind, "hint": f"{exc} ({exc.hint})"})
         return False
     out.usage.append(usage)
-    out.add(text.strip(), source=kind)
     out.artifacts[kind] = {"profile": llm.name, "chars": len(text)}
+    if kind == "transcription":
+        out.artifacts[kind]["timed_lines"] = out.add_transcript(text.strip(), source=kind)
+    else:
+        out.add(text.strip(), source=kind)
     return True
 
 

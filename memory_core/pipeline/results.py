@@ -19,6 +19,11 @@ class MemorizeResult(BaseModel):
     intention_version: int = 0
     missing_capabilities: list[dict[str, str]] = Field(default_factory=list)
     pipeline_revision: int
+    scheduled_evolve: dict[str, Any] | None = Field(
+        default=None,
+        description="with an evolve_schedule: status ok | failed | not_due | skipped, the "
+        "evolve's run_id when one ran, and the reason",
+    )
 
 
 class RetrieveResult(BaseModel):

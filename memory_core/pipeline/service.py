@@ -33,8 +33,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from memory_core.embed import create_embedder
-from memory_core.errors import InvalidInputError
+from memory_core.errors import InvalidInputError, PipelineRunError
 from memory_core.pipeline.async_service import AsyncMemoryService
+from memory_core.pipeline.authorisation import Authorise
 from memory_core.pipeline.contract import DurableRunner, Runner, SyncRunner
 from memory_core.pipeline.creation import (
     DDL_VERSION,
@@ -44,6 +45,7 @@ from memory_core.pipeline.creation import (
     version_hash,
 )
 from memory_core.pipeline.editing import default_pipelines, set_from_json, set_to_json, validate
+from memory_core.pipeline.evolve_schedule import EvolveSchedule, evolve_due
 from memory_core.pipeline.layer_queries import LayerQueries
 from memory_core.pipeline.profiles import parse_profiles, redacted_summary
 from memory_core.pipeline.resource_access import DEFAULT_MAX_RESOURCE_BYTES, ResourceAccess
@@ -85,6 +87,8 @@ class MemoryService(PipelineRuns, LayerQueries):
         allowed_url_prefixes: Sequence[str] = (),
         max_resource_bytes: int = DEFAULT_MAX_RESOURCE_BYTES,
         clock: Callable[[], float] = time.time,
+        evolve_schedule: EvolveSchedule | Mapping[str, Any] | None = None,
+        authorise: Authorise | None = None,
     ) -> MemoryService:
         """Open (provisioning on first use) the memory layer.
 
@@ -108,6 +112,12 @@ class MemoryService(PipelineRuns, LayerQueries):
             allowed_url_prefixes: ``http(s)://host/path`` prefixes a resource URL may start
                 with (default: none, every URL is refused).
             max_resource_bytes: the largest resource read by URI.
+            evolve_schedule: run a scope's evolve by itself after a memorize of it:
+                ``{"every_memorizes": N, "min_interval_s": S}`` (either or both; see
+                :mod:`memory_core.pipeline.evolve_schedule`). Default: only when called.
+            authorise: a hook that sees each call's ``principal`` and scope selector before
+                the scope model and boundary policy check it, and may narrow it or refuse
+                (:mod:`memory_core.pipeline.authorisation`). Default: none.
 
         Raises:
             ConfigError: a bad scope model, taxonomy, profile, boundary, provider or URL
@@ -116,6 +126,7 @@ class MemoryService(PipelineRuns, LayerQueries):
             SchemaError: ``validate`` mode and the tables are missing or differ.
         """
         spec = ScopeSpec.from_model(scope_model)
+        schedule = EvolveSchedule.parse(evolve_schedule)
         taxonomy = taxonomy_from(categories)
         profiles = parse_profiles(llm_providers)
         roles = dict(role_profiles or {})
@@ -159,6 +170,7 @@ class MemoryService(PipelineRuns, LayerQueries):
                 "storage": storage_summary,
                 "embedder": getattr(embed, "embedder_id", "custom"),
             },
+            **({"evolve_schedule": schedule.describe()} if schedule else {}),
         }
         store.set_meta(meta)
         service = cls(
@@ -176,6 +188,8 @@ class MemoryService(PipelineRuns, LayerQueries):
             meta=meta,
             pipelines=pipelines,
             resources=resources,
+            evolve_schedule=schedule,
+            authorise=authorise,
         )
         validate(
             pipelines,
@@ -200,18 +214,20 @@ class MemoryService(PipelineRuns, LayerQueries):
         uri: str | None = None,
         mime: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        principal: Any = None,
     ) -> MemorizeResult:
         """Store a conversation or a file (content or URI) and build its items, categories and
         intention. Idempotent on resource hash + pipeline revision.
 
         Raises:
             InvalidInputError: the scope misses a field, or no / several resources were given.
+            AccessDeniedError: the authorisation hook refused the scope to ``principal``.
             PathNotAllowedError: the URI is outside ``allowed_roots`` (symlinks followed) or
                 under no ``allowed_url_prefixes``; nothing is stored.
             NotFoundError: the URI cannot be read.
             PipelineRunError: a step failed (the run log names it).
         """
-        full = self.scope_spec.scope(scope)
+        full = self._authorised_scope("memorize", scope, principal)
         given = [n for n, v in (("conversation", conversation), ("content", content),
                                 ("uri", uri)) if v is not None]  # fmt: skip
         if len(given) != 1:
@@ -264,6 +280,7 @@ class MemoryService(PipelineRuns, LayerQueries):
             intention_version=persisted.get("intention_version", 0),
             missing_capabilities=state.get("missing_capabilities", []),
             pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
+            scheduled_evolve=self._scheduled_evolve(full, run_id),
         )
 
     def retrieve(
@@ -274,18 +291,22 @@ class MemoryService(PipelineRuns, LayerQueries):
         top_k: int | None = None,
         keep: int | None = None,
         budget_tokens: int | None = None,
+        principal: Any = None,
     ) -> RetrieveResult:
         """Hierarchical retrieval (intention → category → item) across the selected scopes.
 
         Raises:
             InvalidInputError: an empty query, or a selector the policy refuses (a missing
                 field, ANY on a boundary field).
+            AccessDeniedError: the authorisation hook refused a field to ``principal`` (it
+                runs before the policy, which then checks what the hook let through).
             LimitExceededError: the selector expands to too many scope combinations.
             PipelineRunError: a step failed.
         """
         if not query or not query.strip():
             raise InvalidInputError("retrieve needs a non-empty query", hint="pass the question")
-        selector = self.policy.compile(self.scope_spec, scope_selector)
+        allowed = self._authorised("retrieve", scope_selector, principal)
+        selector = self.policy.compile(self.scope_spec, allowed)
         as_json = {k: (list(v) if v is not None else None) for k, v in selector.items()}
         scope_range = {k: ("ANY" if v is None else v) for k, v in as_json.items()}
         options = {"top_k": top_k, "keep": keep, "budget_tokens": budget_tokens}
@@ -317,19 +338,25 @@ class MemoryService(PipelineRuns, LayerQueries):
             pipeline_revision=int(state.get("pipeline_revision", self.pipeline_revision)),
         )
 
-    def evolve(self, scope: BaseModel | Mapping[str, Any]) -> EvolveResult:
+    def evolve(
+        self, scope: BaseModel | Mapping[str, Any], *, principal: Any = None
+    ) -> EvolveResult:
         """Dedupe and refresh items, re-cluster categories, adjust the intention; return the diff.
 
         Raises:
             InvalidInputError: the scope misses a field.
+            AccessDeniedError: the authorisation hook refused the scope to ``principal``.
             PipelineRunError: a step failed.
         """
-        full = self.scope_spec.scope(scope)
+        full = self._authorised_scope("evolve", scope, principal)
+        with self._evolve_locks.hold(full, wait=True):
+            return self._evolve(full, {})
 
+    def _evolve(self, full: dict[str, str], trigger: dict[str, Any]) -> EvolveResult:
         run_id, outcome = self._run(
             "evolve",
             {"scope": full, "options": {}},
-            input_summary={"scope": full},
+            input_summary={"scope": full, **trigger},
             scope_range=full,
             summarise=evolve_output,
         )
@@ -338,6 +365,28 @@ class MemoryService(PipelineRuns, LayerQueries):
             diff=outcome.state.get("diff", {}),
             pipeline_revision=int(outcome.state.get("pipeline_revision", self.pipeline_revision)),
         )
+
+    def _scheduled_evolve(self, full: dict[str, str], memorize_run: str) -> dict[str, Any] | None:
+        """Runs the scope's evolve when the schedule says it is due (after a memorize that
+        stored something); a failed evolve is logged and reported, the memorize stands."""
+        schedule = self.evolve_schedule
+        if schedule is None:
+            return None
+        with self._evolve_locks.hold(full, wait=False) as held:
+            if not held:
+                return {"status": "skipped", "reason": "an evolve of this scope is running"}
+            # read after taking the lock: an evolve that just finished is in the log
+            runs = self._run_tail.read(self.store.runs)
+            check = evolve_due(schedule, runs, full, self._clock())
+            if not check.due:
+                return {"status": "not_due", "reason": check.reason}
+            trigger = {"trigger": "schedule", "after_memorize": memorize_run}
+            try:
+                result = self._evolve(full, trigger)
+            except PipelineRunError as exc:
+                return {"status": "failed", "run_id": exc.details.get("run_id"),
+                        "reason": exc.message}  # fmt: skip
+            return {"status": "ok", "run_id": result.run_id, "reason": check.reason}
 
 
 def _embed_function(embedder: Any) -> Callable[[Sequence[str]], np.ndarray]:

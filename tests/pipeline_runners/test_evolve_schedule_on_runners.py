@@ -1,0 +1,59 @@
+"""The internal evolve schedule (seed 004 §6.1) on the durable runners: the scheduled evolve
+runs through the service's own runner (Burr, Temporal) and is logged as that runner's evolve
+run, with the runner's run id, on the in-memory and SQLite stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core.pipeline.contract import Runner
+from memory_core.pipeline.runners.burr_runner import BurrRunner
+from memory_core.pipeline.service import MemoryService
+from memory_core.storage.layer import InMemoryLayerStore
+from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
+from tests.pipeline_runners.conftest import StoreFactory
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("name", ["burr", "temporal"])
+def test_a_scheduled_evolve_runs_on_the_services_runner_and_is_logged_as_its_run(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fresh_store: StoreFactory,
+    name: str,
+    backend: str,
+) -> None:
+    runner: Runner = (
+        BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue("temporal_runner")
+    )
+    store: Any = fresh_store(backend)
+    service = MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": store},
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+        runner=runner,
+        evolve_schedule={"every_memorizes": 2},
+    )
+    try:
+        first = service.memorize(ALICE, content="I always prefer dark roast coffee.")
+        assert first.scheduled_evolve is not None
+        assert first.scheduled_evolve["status"] == "not_due"
+        second = service.memorize(ALICE, content="We must ship the billing migration by May.")
+        assert second.scheduled_evolve is not None
+        assert second.scheduled_evolve["status"] == "ok", second.scheduled_evolve
+        evolve = service.runs(1)[0]
+        assert evolve["run_id"] == second.scheduled_evolve["run_id"]
+        assert (evolve["kind"], evolve["status"], evolve["runner"]) == ("evolve", "ok", name)
+        assert evolve["runner_run_id"]  # the engine's own id, as for an external evolve
+        assert evolve["input"]["trigger"] == "schedule"
+        assert [s["step_id"] for s in evolve["steps"]] == [
+            s.step_id for s in service.pipeline("evolve").enabled_steps()
+        ]
+    finally:
+        if not isinstance(store, InMemoryLayerStore):
+            service.close()
