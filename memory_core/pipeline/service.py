@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from memory_core.config import LLMSettings
 from memory_core.embed import create_embedder
 from memory_core.errors import InvalidInputError
 from memory_core.pipeline.async_service import AsyncMemoryService
@@ -85,6 +86,7 @@ class MemoryService(PipelineRuns, LayerQueries):
         allowed_url_prefixes: Sequence[str] = (),
         max_resource_bytes: int = DEFAULT_MAX_RESOURCE_BYTES,
         clock: Callable[[], float] = time.time,
+        memoir_llm: LLMSettings | None = None,
     ) -> MemoryService:
         """Open (provisioning on first use) the memory layer.
 
@@ -108,6 +110,8 @@ class MemoryService(PipelineRuns, LayerQueries):
             allowed_url_prefixes: ``http(s)://host/path`` prefixes a resource URL may start
                 with (default: none, every URL is refused).
             max_resource_bytes: the largest resource read by URI.
+            memoir_llm: memoir's ``[llm]`` settings (``load_settings().llm``), whose profiles
+                ``llm_providers`` entries reuse with ``memoir_profile = "NAME"``.
 
         Raises:
             ConfigError: a bad scope model, taxonomy, profile, boundary, provider or URL
@@ -117,7 +121,7 @@ class MemoryService(PipelineRuns, LayerQueries):
         """
         spec = ScopeSpec.from_model(scope_model)
         taxonomy = taxonomy_from(categories)
-        profiles = parse_profiles(llm_providers)
+        profiles = parse_profiles(llm_providers, memoir_llm)
         roles = dict(role_profiles or {})
         check_role_profiles(roles, profiles)
         policy = SelectorPolicy(

@@ -75,6 +75,7 @@ class LayerHost:
 
     def __init__(self, settings: Settings) -> None:
         self.path = Path(settings.server.layer_file or "")
+        self.llm = settings.llm  # the layer file's profiles may reuse memoir.toml's by name
         self.fixed = dict(settings.server.layer_scope)
         self._service: AsyncMemoryService | None = None
         self._lock = anyio.Lock()
@@ -82,7 +83,7 @@ class LayerHost:
     async def service(self) -> AsyncMemoryService:
         async with self._lock:
             if self._service is None:
-                sync = await anyio.to_thread.run_sync(open_layer_file, self.path)
+                sync = await anyio.to_thread.run_sync(open_layer_file, self.path, self.llm)
                 try:
                     self._check_fixed(sync.meta)
                 except ConfigError:
