@@ -188,6 +188,37 @@ async def test_a_layer_whose_boundary_the_server_leaves_open_is_refused(tmp_path
     assert "leaves the boundary fields ['org_id']" in message and "layer_scope" in message
 
 
+@pytest.mark.parametrize(
+    ("store", "cause"),
+    [
+        pytest.param(
+            "no/such/folder/layer.db", "unable to open database file", id="sqlite-no-folder"
+        ),
+        pytest.param("junk.db", "is not a SQLite database", id="sqlite-not-a-database"),
+        pytest.param(
+            "postgresql://ann:s3cret@127.0.0.1:1/layer",
+            "cannot connect to PostgreSQL",
+            id="postgres",
+        ),
+    ],
+)
+async def test_a_layer_store_that_cannot_be_opened_is_named_with_its_cause_and_fix(
+    tmp_path: Path, store: str, cause: str
+) -> None:
+    (tmp_path / "junk.db").write_bytes(b"not a database, only text " * 200)
+    with anyio.fail_after(_WAIT_S):
+        async with Client(_server(tmp_path, 'org_id = "acme"', store), mode="legacy") as client:
+            result = await client.call_tool(
+                "memorize", {"content": "tea", "scope": {"user_id": "a"}}
+            )
+    message = _error(result)
+    assert message.startswith(
+        f"the memory layer of {tmp_path / 'memoir-layer.toml'} cannot be opened: "
+    )
+    assert cause in message and "\nHint: " in message
+    assert "s3cret" not in message and "s3cret" not in json.dumps(result.structured_content)
+
+
 async def test_the_layer_tools_use_memoir_toml_profiles_the_layer_file_names(
     tmp_path: Path,
 ) -> None:
