@@ -88,6 +88,10 @@ class LayerHost:
             if self._service is None:
                 try:
                     sync = await anyio.to_thread.run_sync(open_layer_file, self.path, self.llm)
+                except MemoirError as error:  # its code and hint stand; say which layer
+                    error.message = self._cannot_open_prefix() + redact_text(error.message)
+                    error.args = (error.message,)
+                    raise
                 except Exception as exc:  # the tool's edge: say which layer, why, and the fix
                     raise self._cannot_open(exc) from exc
                 try:
@@ -98,19 +102,17 @@ class LayerHost:
                 self._service = AsyncMemoryService(sync)
         return self._service
 
-    def _cannot_open(self, exc: Exception) -> MemoirError:
-        """The failure to open the layer, naming its file, the cause (secrets redacted) and
-        the fix; a memoir error keeps its code and hint."""
-        prefix = f"the memory layer of {self.path} cannot be opened: "
-        if isinstance(exc, MemoirError):
-            exc.message = prefix + redact_text(exc.message)
-            exc.args = (exc.message,)
-            return exc
+    def _cannot_open_prefix(self) -> str:
+        return f"the memory layer of {self.path} cannot be opened: "
+
+    def _cannot_open(self, exc: Exception) -> StorageError:
+        """A failure to open the layer that is not one of memoir's errors, naming the layer
+        file, the cause (secrets redacted) and where to look."""
         log.exception("layer store failed to open", layer_file=str(self.path))
         return StorageError(
-            prefix + redact_text(f"{type(exc).__name__}: {exc}"),
-            hint=f"check `store` (or `store_url_env`) in {self.path}; the server log has "
-            "the traceback",
+            self._cannot_open_prefix() + redact_text(f"{type(exc).__name__}: {exc}"),
+            hint=f"check {self.path} (its store, scope_fields, categories, …) against "
+            "`memoir pipeline --help`; the server log has the traceback",
         )
 
     def _check_fixed(self, meta: dict[str, Any]) -> None:

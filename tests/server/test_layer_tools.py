@@ -219,6 +219,23 @@ async def test_a_layer_store_that_cannot_be_opened_is_named_with_its_cause_and_f
     assert "s3cret" not in message and "s3cret" not in json.dumps(result.structured_content)
 
 
+async def test_any_other_failure_to_open_the_layer_is_a_tool_error_naming_the_layer_file(
+    tmp_path: Path,
+) -> None:
+    server = _server(tmp_path, 'org_id = "acme"')
+    layer = tmp_path / "memoir-layer.toml"
+    layer.write_text(layer.read_text().replace('{ key = "work"', '7, { key = "work"', 1))
+    with anyio.fail_after(_WAIT_S):
+        async with Client(server, mode="legacy") as client:
+            result = await client.call_tool(
+                "memorize", {"content": "tea", "scope": {"user_id": "a"}}
+            )
+    message = _error(result)
+    assert message.startswith(f"the memory layer of {layer} cannot be opened: TypeError: ")
+    assert f"\nHint: check {layer}" in message
+    assert result.structured_content["error"]["code"] == "storage_error"
+
+
 async def test_the_layer_tools_use_memoir_toml_profiles_the_layer_file_names(
     tmp_path: Path,
 ) -> None:
