@@ -27,7 +27,16 @@ from typing import Any, Literal, get_args
 from memory_core.config import LLMSettings
 from memory_core.errors import ConfigError
 
-__all__ = ["OFFLINE_MODEL", "STEPS", "ModelProfile", "Step", "resolve_profile", "resolve_profiles"]
+__all__ = [
+    "OFFLINE_MODEL",
+    "STEPS",
+    "ModelProfile",
+    "Step",
+    "profile_names",
+    "resolve_named_profile",
+    "resolve_profile",
+    "resolve_profiles",
+]
 
 Step = Literal["classify", "traverse", "summarise", "answer"]
 STEPS: tuple[str, ...] = get_args(Step)
@@ -92,19 +101,13 @@ def _entry(profiles: dict[str, dict[str, Any]], name: str, seen: tuple[str, ...]
     return dict(entry)
 
 
-def resolve_profile(llm: LLMSettings, step: str) -> ModelProfile:
-    """The profile for ``step`` (classify, traverse, summarise, answer).
+def profile_names(llm: LLMSettings) -> list[str]:
+    """The profile names ``[llm]`` defines: ``default`` (``[llm]`` itself) and each
+    ``[llm.profiles.NAME]``."""
+    return sorted({"default", *llm.profiles})
 
-    Raises:
-        ConfigError: unknown step, an unknown or cyclic profile reference, or a bad value.
-    """
-    if step not in STEPS:
-        raise ConfigError(f"unknown llm step {step!r}", hint="use one of " + ", ".join(STEPS))
-    values: dict[str, Any] = {}
-    name = "default"
-    if step in llm.profiles:
-        values = _entry(llm.profiles, step, ())
-        name = str(llm.profiles[step].get("profile", step))
+
+def _build(llm: LLMSettings, values: dict[str, Any], name: str, step: str) -> ModelProfile:
     try:
         temperature = float(values.get("temperature", llm.temperature))
         timeout_s = float(values.get("timeout_s", llm.timeout_s))
@@ -129,6 +132,41 @@ def resolve_profile(llm: LLMSettings, step: str) -> ModelProfile:
         retries=retries,
         deterministic=llm.deterministic,
     )
+
+
+def resolve_profile(llm: LLMSettings, step: str) -> ModelProfile:
+    """The profile for ``step`` (classify, traverse, summarise, answer).
+
+    Raises:
+        ConfigError: unknown step, an unknown or cyclic profile reference, or a bad value.
+    """
+    if step not in STEPS:
+        raise ConfigError(f"unknown llm step {step!r}", hint="use one of " + ", ".join(STEPS))
+    values: dict[str, Any] = {}
+    name = "default"
+    if step in llm.profiles:
+        values = _entry(llm.profiles, step, ())
+        name = str(llm.profiles[step].get("profile", step))
+    return _build(llm, values, name, step)
+
+
+def resolve_named_profile(llm: LLMSettings, name: str) -> ModelProfile:
+    """The profile called ``name`` (for other users of memoir's profiles, e.g. the memory
+    layer): ``[llm.profiles.NAME]`` with its ``profile =`` references followed and its unset
+    values taken from ``[llm]``; ``default``, unless such a table defines it, is ``[llm]``
+    itself. Deterministic mode forces its temperature to 0, as for the steps.
+
+    Raises:
+        ConfigError: no such profile (the message lists the defined ones), a cyclic
+            reference, or a bad value.
+    """
+    if name not in llm.profiles and name != "default":
+        raise ConfigError(
+            f"memoir defines no llm profile {name!r} (defined: {', '.join(profile_names(llm))})",
+            hint=f"add [llm.profiles.{name}] with a model to memoir.toml, or use a defined name",
+        )
+    values = _entry(llm.profiles, name, ()) if name in llm.profiles else {}
+    return _build(llm, values, name, step=name)
 
 
 def resolve_profiles(llm: LLMSettings) -> dict[str, ModelProfile]:

@@ -18,7 +18,8 @@
                                        # itself after memorizes (default: only when called)
 
     [llm_providers.default]
-    model = "offline"
+    model = "offline"                  # or a pydantic-ai "provider:model", or reuse a profile of
+    # memoir_profile = "fast"          # memoir.toml's [llm] (keys given here override it)
 
     [runner]                           # optional: how the steps run (default: sync)
     name = "burr"                      # sync | burr | temporal
@@ -41,6 +42,7 @@ from typing import Any
 
 from pydantic import create_model
 
+from memory_core.config import LLMSettings
 from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.pipeline.contract import Runner
 from memory_core.pipeline.runners import runner_from_settings
@@ -67,11 +69,15 @@ _RUNNER_KEYS = {
 }
 
 
-def open_layer_file(path: Path) -> MemoryService:
+def open_layer_file(path: Path, memoir_llm: LLMSettings | None = None) -> MemoryService:
     """The service the file describes (its SQLite store is created on first use).
 
+    ``memoir_llm`` is the ``[llm]`` of the memoir.toml in force, whose profiles the file's
+    ``[llm_providers.*]`` tables reuse with ``memoir_profile = "NAME"``.
+
     Raises:
-        ConfigError: the file is missing, not TOML, or has unknown or missing keys.
+        ConfigError: the file is missing, not TOML, or has unknown or missing keys, or a
+            profile reuses a memoir profile that is not defined.
     """
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -126,6 +132,7 @@ def open_layer_file(path: Path) -> MemoryService:
         boundary_fields=data.get("boundary_fields"),
         embedder=str(data.get("embedder", "local")),
         runner=_runner(path, data.get("runner", {})),
+        memoir_llm=memoir_llm,
         **extra,
     )
 

@@ -6,6 +6,13 @@ string, or a pydantic-ai ``Model`` instance (``TestModel`` / ``FunctionModel`` i
 Credentials are references only (``api_key_env="OPENAI_API_KEY"``); a literal secret is refused,
 so the summary written to ``service_meta`` never holds one. A step's profile is, in order: its
 ``llm_profile`` config, the role's default (``role_profiles``), then ``default``.
+
+A profile may reuse one of memoir's own profiles (``memoir.toml``'s ``[llm]`` and
+``[llm.profiles.NAME]``) with ``memoir_profile = "NAME"``: it takes that profile's model,
+temperature, timeout and retries as memoir resolves them (``default`` is ``[llm]`` itself), and
+the keys written beside ``memoir_profile`` override them. The memoir settings are passed in
+(``memoir_llm``); a reference without them, or to a name memoir does not define, is an error
+naming both profiles.
 """
 
 from __future__ import annotations
@@ -14,14 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from memory_core.config import LLMSettings
 from memory_core.errors import ConfigError
+from memory_core.llm.profiles import profile_names, resolve_named_profile
 
 __all__ = ["OFFLINE", "LayerProfile", "parse_profiles", "redacted_summary", "resolve_step_profile"]
 
 OFFLINE = "offline"
 _ALLOWED = {
     "model", "api_key_env", "base_url", "temperature", "max_tokens", "timeout_s", "retries",
-    "output_mode",
+    "output_mode", "memoir_profile",
 }  # fmt: skip
 _SECRET_WORDS = ("key", "secret", "token", "password")
 
@@ -37,6 +46,7 @@ class LayerProfile:
     timeout_s: float = 60.0
     retries: int = 1
     output_mode: str = "tool"
+    memoir_profile: str | None = None  # the memoir.toml profile it reuses, if any
 
     @property
     def is_offline(self) -> bool:
@@ -63,20 +73,57 @@ class LayerProfile:
             out["base_url"] = self.base_url
         if self.max_tokens is not None:
             out["max_tokens"] = self.max_tokens
+        if self.memoir_profile is not None:
+            out["memoir_profile"] = self.memoir_profile
         return out
 
 
-def parse_profiles(llm_providers: Mapping[str, Any] | None) -> dict[str, LayerProfile]:
+def _memoir_values(name: str, reference: Any, memoir_llm: LLMSettings | None) -> dict[str, Any]:
+    """The values of the memoir profile that layer profile ``name`` reuses."""
+    if not isinstance(reference, str) or not reference:
+        raise ConfigError(
+            f"llm profile {name!r} has memoir_profile={reference!r}, not a profile name",
+            hint='name a profile of memoir.toml\'s [llm], e.g. memoir_profile = "default"',
+        )
+    if memoir_llm is None:
+        raise ConfigError(
+            f"llm profile {name!r} reuses the memoir profile {reference!r}, but no memoir "
+            "settings were given",
+            hint="pass memoir_llm=load_settings().llm to MemoryService.create (the memoir CLI "
+            "and MCP server pass the [llm] of the memoir.toml they run with)",
+        )
+    if reference != "default" and reference not in memoir_llm.profiles:
+        raise ConfigError(
+            f"llm profile {name!r} reuses the memoir profile {reference!r}, which memoir.toml "
+            f"does not define (defined: {', '.join(profile_names(memoir_llm))})",
+            hint=f"add [llm.profiles.{reference}] to memoir.toml or name a defined profile",
+        )
+    memoir = resolve_named_profile(memoir_llm, reference)
+    return {
+        "model": memoir.model,
+        "temperature": memoir.temperature,
+        "timeout_s": memoir.timeout_s,
+        "retries": memoir.retries,
+    }
+
+
+def parse_profiles(
+    llm_providers: Mapping[str, Any] | None, memoir_llm: LLMSettings | None = None
+) -> dict[str, LayerProfile]:
     """Profiles from the user's mapping (``None``: one offline ``default``).
 
+    ``memoir_llm`` is memoir's ``[llm]`` settings, which entries with ``memoir_profile`` reuse.
+
     Raises:
-        ConfigError: no ``default``, an unknown key, a literal secret, or a bad value.
+        ConfigError: no ``default`` (an empty mapping included), an unknown key, a literal
+            secret, a bad value, or a ``memoir_profile`` that is not defined.
     """
-    raw = dict(llm_providers or {"default": {"model": OFFLINE}})
+    raw = dict(llm_providers) if llm_providers is not None else {"default": {"model": OFFLINE}}
     if "default" not in raw:
         raise ConfigError(
             f"llm_providers has no 'default' profile (got {sorted(raw)})",
-            hint='add "default": {"model": "offline"} or a provider model',
+            hint='add "default": {"model": "offline"} or a provider model, or pass '
+            "llm_providers=None for the offline default",
         )
     out: dict[str, LayerProfile] = {}
     for name, entry in raw.items():
@@ -95,8 +142,18 @@ def parse_profiles(llm_providers: Mapping[str, Any] | None) -> dict[str, LayerPr
                 f"llm profile {name!r} has unknown keys {unknown}",
                 hint="use only " + ", ".join(sorted(_ALLOWED)),
             )
+        reference = entry.get("memoir_profile")
+        if "memoir_profile" in entry:
+            # the memoir profile's values, then the keys written beside the reference
+            entry = {
+                **_memoir_values(name, reference, memoir_llm),
+                **{k: v for k, v in entry.items() if k != "memoir_profile"},
+            }
         if "model" not in entry:
-            raise ConfigError(f"llm profile {name!r} has no model", hint="set model='offline'")
+            raise ConfigError(
+                f"llm profile {name!r} has no model",
+                hint='set model = "offline", a provider model, or memoir_profile = "NAME"',
+            )
         try:
             profile = LayerProfile(
                 name=name,
@@ -108,6 +165,7 @@ def parse_profiles(llm_providers: Mapping[str, Any] | None) -> dict[str, LayerPr
                 timeout_s=float(entry.get("timeout_s", 60.0)),
                 retries=int(entry.get("retries", 1)),
                 output_mode=str(entry.get("output_mode", "tool")),
+                memoir_profile=None if reference is None else str(reference),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(

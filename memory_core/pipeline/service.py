@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from memory_core.config import LLMSettings
 from memory_core.embed import create_embedder
 from memory_core.errors import InvalidInputError, PipelineRunError
 from memory_core.pipeline.async_service import AsyncMemoryService
@@ -89,6 +90,7 @@ class MemoryService(PipelineRuns, LayerQueries):
         clock: Callable[[], float] = time.time,
         evolve_schedule: EvolveSchedule | Mapping[str, Any] | None = None,
         authorise: Authorise | None = None,
+        memoir_llm: LLMSettings | None = None,
     ) -> MemoryService:
         """Open (provisioning on first use) the memory layer.
 
@@ -118,6 +120,8 @@ class MemoryService(PipelineRuns, LayerQueries):
             authorise: a hook that sees each call's ``principal`` and scope selector before
                 the scope model and boundary policy check it, and may narrow it or refuse
                 (:mod:`memory_core.pipeline.authorisation`). Default: none.
+            memoir_llm: memoir's ``[llm]`` settings (``load_settings().llm``), whose profiles
+                ``llm_providers`` entries reuse with ``memoir_profile = "NAME"``.
 
         Raises:
             ConfigError: a bad scope model, taxonomy, profile, boundary, provider or URL
@@ -128,7 +132,7 @@ class MemoryService(PipelineRuns, LayerQueries):
         spec = ScopeSpec.from_model(scope_model)
         schedule = EvolveSchedule.parse(evolve_schedule)
         taxonomy = taxonomy_from(categories)
-        profiles = parse_profiles(llm_providers)
+        profiles = parse_profiles(llm_providers, memoir_llm)
         roles = dict(role_profiles or {})
         check_role_profiles(roles, profiles)
         policy = SelectorPolicy(

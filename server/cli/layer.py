@@ -33,9 +33,12 @@ _scope_option = click.option(
 
 def _with_service(layer_path: Path, as_json: bool, fn: Callable[[Any], T]) -> T:
     from memory_core.pipeline.layer_file import open_layer_file
+    from server.cli.main import CliState
 
+    # memoir.toml's [llm]: the layer file's profiles may reuse its profiles by name
+    state = click.get_current_context().find_object(CliState)
     try:
-        service = open_layer_file(layer_path)
+        service = open_layer_file(layer_path, None if state is None else state.settings.llm)
         try:
             return fn(service)
         finally:

@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
+import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from memory_core.config import Settings
-from memory_core.errors import ConfigError, InvalidInputError
+from memory_core.errors import ConfigError, InvalidInputError, MemoirError, StorageError
 from memory_core.pipeline.async_service import AsyncMemoryService
 from memory_core.pipeline.layer_file import open_layer_file
 from memory_core.pipeline.scopes import ScopeSelector
+from memory_core.redaction import redact_text
 from server.mcp_app.calls import ok_result
 
 if TYPE_CHECKING:
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["LAYER_TOOLS", "LayerHost", "register_layer_tools"]
 
 LAYER_TOOLS = ("memorize", "retrieve")
+log = structlog.get_logger(__name__)
 
 _MEMORIZE = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -75,6 +78,7 @@ class LayerHost:
 
     def __init__(self, settings: Settings) -> None:
         self.path = Path(settings.server.layer_file or "")
+        self.llm = settings.llm  # the layer file's profiles may reuse memoir.toml's by name
         self.fixed = dict(settings.server.layer_scope)
         self._service: AsyncMemoryService | None = None
         self._lock = anyio.Lock()
@@ -82,7 +86,14 @@ class LayerHost:
     async def service(self) -> AsyncMemoryService:
         async with self._lock:
             if self._service is None:
-                sync = await anyio.to_thread.run_sync(open_layer_file, self.path)
+                try:
+                    sync = await anyio.to_thread.run_sync(open_layer_file, self.path, self.llm)
+                except MemoirError as error:  # its code and hint stand; say which layer
+                    error.message = self._cannot_open_prefix() + redact_text(error.message)
+                    error.args = (error.message,)
+                    raise
+                except Exception as exc:  # the tool's edge: say which layer, why, and the fix
+                    raise self._cannot_open(exc) from exc
                 try:
                     self._check_fixed(sync.meta)
                 except ConfigError:
@@ -90,6 +101,19 @@ class LayerHost:
                     raise
                 self._service = AsyncMemoryService(sync)
         return self._service
+
+    def _cannot_open_prefix(self) -> str:
+        return f"the memory layer of {self.path} cannot be opened: "
+
+    def _cannot_open(self, exc: Exception) -> StorageError:
+        """A failure to open the layer that is not one of memoir's errors, naming the layer
+        file, the cause (secrets redacted) and where to look."""
+        log.exception("layer store failed to open", layer_file=str(self.path))
+        return StorageError(
+            self._cannot_open_prefix() + redact_text(f"{type(exc).__name__}: {exc}"),
+            hint=f"check {self.path} (its store, scope_fields, categories, …) against "
+            "`memoir pipeline --help`; the server log has the traceback",
+        )
 
     def _check_fixed(self, meta: dict[str, Any]) -> None:
         fields = [f["name"] for f in meta["scope_fields"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory_core.errors import DatabaseCorruptError, DatabaseUnavailableError
 from memory_core.pipeline.extraction import query_terms
 from memory_core.storage.layer import ItemRow, LayerStore, RunRow, open_layer_store
+from memory_core.storage.layer.sqlite import SqliteLayerStore
 
 FIELDS = ("org_id", "user_id")
 
@@ -238,3 +241,19 @@ def test_the_finished_run_of_an_engine_run_id_is_its_newest_ok_log(store: LayerS
     assert found is not None and (found.run_id, found.body["runner_run_id"]) == ("b", "wf-1")
     assert store.finished_run("retrieve", "wf-1") is None
     assert store.finished_run("memorize", "wf-3") is None
+
+
+def test_a_sqlite_layer_file_that_cannot_be_opened_names_the_file_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "no" / "folder" / "layer.db"
+    with pytest.raises(DatabaseUnavailableError) as unavailable:
+        SqliteLayerStore(missing)
+    assert unavailable.value.message.startswith(f"cannot open the layer store {missing}: ")
+    assert "folder exists and is writable" in (unavailable.value.hint or "")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database, only text " * 200)
+    with pytest.raises(DatabaseCorruptError) as corrupt:
+        SqliteLayerStore(junk)
+    assert f"the layer store {junk} is not a SQLite database" in corrupt.value.message
+    assert "move this one aside" in (corrupt.value.hint or "")

@@ -20,6 +20,7 @@ from pydantic import create_model
 from store_testkit import start_pgserver
 
 from memory_core.pipeline.service import MemoryService
+from memory_core.storage.layer.sqlite import SqliteLayerStore
 from server.mcp_app.layer_tools import LAYER_TOOLS
 from server.mcp_app.tools import DEFAULT_TOOLS, EXTRA_TOOLS
 from tests.pipeline.conftest import fresh_pg_schema
@@ -60,12 +61,21 @@ def layer_store(request: pytest.FixtureRequest) -> str:
     return {"sqlite": "layer.db", "memory": ":memory:"}[str(request.param)]
 
 
-def _server(tmp_path: Path, fixed: str, store: str = "layer.db") -> StdioServerParameters:
-    (tmp_path / "memoir-layer.toml").write_text(LAYER.replace("{store}", json.dumps(store)))
+def _server(
+    tmp_path: Path,
+    fixed: str,
+    store: str = "layer.db",
+    *,
+    layer_extra: str = "",
+    config_extra: str = "",
+) -> StdioServerParameters:
+    (tmp_path / "memoir-layer.toml").write_text(
+        LAYER.replace("{store}", json.dumps(store)) + layer_extra
+    )
     config = tmp_path / "memoir.toml"
     config.write_text(
         f'[server]\nextra_tools = true\nlayer_file = "memoir-layer.toml"\n\n'
-        f"[server.layer_scope]\n{fixed}\n"
+        f"[server.layer_scope]\n{fixed}\n{config_extra}"
     )
     command = serve_command(f"sqlite:///{tmp_path / 'memoir.db'}", config=config)
     return StdioServerParameters(
@@ -176,3 +186,82 @@ async def test_a_layer_whose_boundary_the_server_leaves_open_is_refused(tmp_path
             )
     message = _error(result)
     assert "leaves the boundary fields ['org_id']" in message and "layer_scope" in message
+
+
+@pytest.mark.parametrize(
+    ("store", "cause"),
+    [
+        pytest.param(
+            "no/such/folder/layer.db", "unable to open database file", id="sqlite-no-folder"
+        ),
+        pytest.param("junk.db", "is not a SQLite database", id="sqlite-not-a-database"),
+        pytest.param(
+            "postgresql://ann:s3cret@127.0.0.1:1/layer",
+            "cannot connect to PostgreSQL",
+            id="postgres",
+        ),
+    ],
+)
+async def test_a_layer_store_that_cannot_be_opened_is_named_with_its_cause_and_fix(
+    tmp_path: Path, store: str, cause: str
+) -> None:
+    (tmp_path / "junk.db").write_bytes(b"not a database, only text " * 200)
+    with anyio.fail_after(_WAIT_S):
+        async with Client(_server(tmp_path, 'org_id = "acme"', store), mode="legacy") as client:
+            result = await client.call_tool(
+                "memorize", {"content": "tea", "scope": {"user_id": "a"}}
+            )
+    message = _error(result)
+    assert message.startswith(
+        f"the memory layer of {tmp_path / 'memoir-layer.toml'} cannot be opened: "
+    )
+    assert cause in message and "\nHint: " in message
+    assert "s3cret" not in message and "s3cret" not in json.dumps(result.structured_content)
+
+
+async def test_any_other_failure_to_open_the_layer_is_a_tool_error_naming_the_layer_file(
+    tmp_path: Path,
+) -> None:
+    server = _server(tmp_path, 'org_id = "acme"')
+    layer = tmp_path / "memoir-layer.toml"
+    layer.write_text(layer.read_text().replace('{ key = "work"', '7, { key = "work"', 1))
+    with anyio.fail_after(_WAIT_S):
+        async with Client(server, mode="legacy") as client:
+            result = await client.call_tool(
+                "memorize", {"content": "tea", "scope": {"user_id": "a"}}
+            )
+    message = _error(result)
+    assert message.startswith(f"the memory layer of {layer} cannot be opened: TypeError: ")
+    assert f"\nHint: check {layer}" in message
+    assert result.structured_content["error"]["code"] == "storage_error"
+
+
+async def test_the_layer_tools_use_memoir_toml_profiles_the_layer_file_names(
+    tmp_path: Path,
+) -> None:
+    profiles = '\n[llm.profiles.fast]\nmodel = "test"\n'
+    uses = '\n[llm_providers.default]\nmemoir_profile = "fast"\n'
+    server = _server(tmp_path, 'org_id = "acme"', layer_extra=uses, config_extra=profiles)
+    with anyio.fail_after(_WAIT_S):
+        async with Client(server, mode="legacy") as client:
+            stored = await client.call_tool(
+                "memorize", {"conversation": TEA, "scope": {"user_id": "a"}}
+            )
+    assert not stored.is_error, stored.content
+    store = SqliteLayerStore(tmp_path / "layer.db")
+    try:
+        usage = store.runs(1)[0].body["llm_usage"]["extract_items"][0]
+    finally:
+        store.close()
+    assert (usage["profile"], usage["model"], usage["requests"]) == ("default", "test", 1)
+
+    missing = '\n[llm_providers.default]\nmemoir_profile = "big"\n'
+    server = _server(tmp_path, 'org_id = "acme"', layer_extra=missing, config_extra=profiles)
+    with anyio.fail_after(_WAIT_S):
+        async with Client(server, mode="legacy") as client:
+            refused = await client.call_tool(
+                "retrieve", {"query": "tea", "scope": {"user_id": "a"}}
+            )
+    message = _error(refused)
+    assert "reuses the memoir profile 'big', which memoir.toml does not define" in message
+    assert "(defined: default, fast)" in message and "[llm.profiles.big]" in message

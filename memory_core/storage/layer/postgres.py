@@ -14,6 +14,11 @@ with them. Items carry:
   them, under a GIN index. Search is Okapi BM25 in SQL with the in-memory store's formula and
   its statistics taken over the selector's scope range (no other scope moves a score).
 
+A write that grows ``layer_item`` substantially (:data:`ANALYZE_MIN_ROWS` new rows, and at
+least :data:`ANALYZE_GROWTH` of its size at the last ANALYZE) runs ``ANALYZE layer_item`` once it
+commits: left to autovacuum, a bulk load is planned as the empty table it was, and a wide search
+scores its range through the scope B-tree instead of walking the HNSW graph until then.
+
 Each call is one transaction on a pooled connection, or part of the caller's one transaction
 inside :meth:`PostgresLayerStore.atomically` (:class:`PgDatabase`: reconnects after a
 drop, retries a deadlock); provisioning holds an advisory lock so two processes opening a fresh
@@ -30,8 +35,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
+import structlog
 
-from memory_core.errors import ConfigError, SchemaError
+from memory_core.errors import ConfigError, MemoirError, SchemaError
 from memory_core.storage.layer import centroids
 from memory_core.storage.layer import sql_common as sql
 from memory_core.storage.layer.centroids import CategorySums, Membership
@@ -53,6 +59,8 @@ from memory_core.storage.postgres.database import PgDatabase, PgVector
 from memory_core.storage.url import DatabaseURL, parse_database_url
 
 __all__ = [
+    "ANALYZE_GROWTH",
+    "ANALYZE_MIN_ROWS",
     "EXACT_BELOW",
     "PostgresLayerStore",
     "layer_pg_ddl",
@@ -61,11 +69,17 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+log = structlog.get_logger(__name__)
 Conn = psycopg.Connection[Any]
 _LOCK_KEY = 0x6D656D6F6972_04  # "memoir" + layer schema
 # Exact scoring below this many vectors in the scope range: cheaper than the graph, and exact.
 EXACT_BELOW = 2_000
 _EF_SEARCH = 200
+# ANALYZE after a write when this process has added at least this many items since the last one,
+# and at least this share of the table's size then (autovacuum's default share is 0.1 plus 50
+# rows, but only on its own schedule). ANALYZE samples at most 30,000 rows: ~0.1-0.3 s.
+ANALYZE_MIN_ROWS = 1_000
+ANALYZE_GROWTH = 0.2
 _MAX_LEXEME_BYTES = 2_000  # PostgreSQL refuses lexemes over 2 KiB
 _MAX_POSITIONS = 256  # and keeps at most 256 positions per lexeme
 _K1 = 1.2
@@ -187,6 +201,8 @@ class PostgresLayerStore:
         self._dimension: int | None = None
         self.exact_below = exact_below  # scope ranges with fewer vectors are scored exactly
         self._local = threading.local()  # the connection of this thread's atomically() block
+        self._grown = 0  # items this process added since its last ANALYZE (or since opening)
+        self._analyze_lock = threading.Lock()
 
     @property
     def location(self) -> str:
@@ -230,10 +246,36 @@ class PostgresLayerStore:
                 self._local.conn = None
 
         try:
-            return self._db.run_sync(body, write=True)
+            result = self._db.run_sync(body, write=True)
         except BaseException:
             self._dimension = before  # a rolled-back first vector did not fix the column
             raise
+        self._analyze_if_grown()  # the block's item writes are committed now
+        return result
+
+    def _note_growth(self, added: int) -> None:
+        with self._analyze_lock:
+            self._grown += added
+        if getattr(self._local, "conn", None) is None:  # else: when atomically() commits
+            self._analyze_if_grown()
+
+    def _analyze_if_grown(self) -> None:
+        """ANALYZE ``layer_item`` when this process's writes grew it substantially."""
+        with self._analyze_lock:
+            if self._grown < ANALYZE_MIN_ROWS:
+                return
+            rows = self._read("SELECT reltuples FROM pg_class WHERE oid = 'layer_item'::regclass")
+            if self._grown < ANALYZE_GROWTH * max(float(rows[0][0]), 0.0):
+                return
+            grown, self._grown = self._grown, 0
+        try:
+            self._db.run_sync(
+                lambda c: c.execute("ANALYZE layer_item"), write=True, transaction=False
+            )
+        except MemoirError as exc:  # the write is committed; autovacuum analyses it later
+            log.warning("ANALYZE layer_item failed", store=self.location, error=exc.message)
+        else:
+            log.debug("analysed layer_item after a write grew it", store=self.location, rows=grown)
 
     def _regclass(self, name: str) -> bool:
         rows = self._read("SELECT to_regclass(%s) IS NOT NULL", [name])
@@ -436,7 +478,7 @@ class PostgresLayerStore:
         )
         ids = [row.item_id for row in rows]
 
-        def work(conn: Conn) -> None:
+        def work(conn: Conn) -> int:
             _lock_scopes(conn, {tuple(row.scope[f] for f in self._fields) for row in rows})
             before = {
                 str(r[0]): (r[1], r[2] == "active", None if r[3] is None else _pg_vector(r[3]))
@@ -454,8 +496,9 @@ class PostgresLayerStore:
             ]
             conn.cursor().executemany(statement, values)
             centroids.sync_sums(conn, self._fields, "%s", changes)
+            return len(set(ids) - set(before))
 
-        self._write(work)
+        self._note_growth(self._write(work))
 
     def _item_select(self) -> str:
         return f"SELECT {self._cols()}, {sql.ITEM_COLUMNS} FROM layer_item"

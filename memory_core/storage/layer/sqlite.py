@@ -21,7 +21,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memory_core.errors import SchemaError
+from memory_core.errors import (
+    DatabaseCorruptError,
+    DatabaseUnavailableError,
+    SchemaError,
+    StorageError,
+)
 from memory_core.storage.layer import centroids
 from memory_core.storage.layer import sql_common as sql
 from memory_core.storage.layer.centroids import CategorySums, Membership
@@ -121,6 +126,20 @@ def _blob_vector(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.float32).copy()
 
 
+def _open_error(path: str, exc: BaseException) -> StorageError:
+    """Why the layer's SQLite file cannot be opened, and what to change."""
+    where = "`store` in the layer file (relative to it), or storage_providers' metadata_store path"
+    if "not a database" in str(exc) or "malformed" in str(exc):
+        return DatabaseCorruptError(
+            f"the layer store {path} is not a SQLite database, or is corrupt: {exc}",
+            hint=f"point the layer at a new file ({where}), or move this one aside",
+        )
+    return DatabaseUnavailableError(
+        f"cannot open the layer store {path}: {exc}",
+        hint=f"check that its folder exists and is writable by this user; the path is {where}",
+    )
+
+
 class SqliteLayerStore:
     """One connection (WAL, busy timeout), serialised by a lock; writes are ``BEGIN IMMEDIATE``."""
 
@@ -129,12 +148,15 @@ class SqliteLayerStore:
     def __init__(self, path: str | Path, *, vectors: bool = True) -> None:
         self.path = str(path)
         self.vector_capable = vectors
-        self._conn = select_driver().connect(
-            self.path, check_same_thread=False, isolation_level=None
-        )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never torn
+        driver = select_driver()
+        try:
+            self._conn = driver.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            # WAL: durable at checkpoints, never torn
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        except driver.module.Error as exc:
+            raise _open_error(self.path, exc) from exc
         self._lock = threading.RLock()
         self._in_transaction = False  # an atomically() block holds the lock and a transaction
         self._fields: tuple[str, ...] = ()
