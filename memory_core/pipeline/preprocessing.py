@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.errors import ModelError
+from memory_core.pipeline.llm_calls import profile_model
 from memory_core.pipeline.profiles import LayerProfile
 from memory_core.pipeline.transcript import transcript_cues
 
@@ -166,7 +167,8 @@ def describe_media(
     """
     from pydantic_ai import Agent, BinaryContent
 
-    agent: Agent[None, str] = Agent(profile.model, output_type=str, retries=max(profile.retries, 1))
+    model = profile_model(profile)  # the profile's own key and URL, like every other LLM step
+    agent: Agent[None, str] = Agent(model, output_type=str, retries=max(profile.retries, 1))
     try:
         result = agent.run_sync(
             [prompt, BinaryContent(data=data, media_type=mime)],

@@ -24,6 +24,7 @@ from typing import Any
 from memory_core.config import LLMSettings
 from memory_core.errors import ConfigError
 from memory_core.llm.profiles import profile_names, resolve_named_profile
+from memory_core.redaction import redact_text
 
 __all__ = ["OFFLINE", "LayerProfile", "parse_profiles", "redacted_summary", "resolve_step_profile"]
 
@@ -69,8 +70,8 @@ class LayerProfile:
         }
         if self.api_key_env:
             out["api_key"] = {"env": self.api_key_env}
-        if self.base_url:
-            out["base_url"] = self.base_url
+        if self.base_url:  # a URL may carry a password or a key: never stored as given
+            out["base_url"] = redact_text(self.base_url)
         if self.max_tokens is not None:
             out["max_tokens"] = self.max_tokens
         if self.memoir_profile is not None:

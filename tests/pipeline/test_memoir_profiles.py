@@ -234,3 +234,37 @@ def test_an_api_key_env_that_is_not_set_fails_the_run_naming_the_variable(
         f"llm profile 'default' ({HF_MODEL}) takes its API key from LAYER_TEST_HF_KEY, "
         "which is not set" in failed.value.message
     )
+
+
+def test_a_base_url_with_a_password_or_a_key_is_recorded_without_them(
+    make_service: ServiceFactory,
+) -> None:
+    url = "https://svc:hunter2@llm.example/v1?api_key=abcd1234efgh5678"
+    service = make_service(
+        llm_providers={
+            "default": {"model": "offline"},
+            "remote": {"model": HF_MODEL, "base_url": url},
+        }
+    )
+    recorded = json.dumps(service.meta)
+    assert "hunter2" not in recorded and "abcd1234efgh5678" not in recorded
+    assert "llm.example/v1" in recorded  # still says which endpoint
+
+
+def test_a_transcription_profile_takes_its_key_from_its_api_key_env(
+    make_service: ServiceFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.pipeline.test_preprocess import _wav
+
+    monkeypatch.delenv("LAYER_TEST_EAR_KEY", raising=False)
+    service = make_service(
+        llm_providers={
+            "default": {"model": "offline"},
+            "ear": {"model": HF_MODEL, "api_key_env": "LAYER_TEST_EAR_KEY"},
+        },
+        role_profiles={"preprocess": "ear"},
+    )
+    result = service.memorize(ALICE, uri=str(_wav(tmp_path / "standup.wav", seconds=0.5)))
+    [missing] = result.missing_capabilities
+    assert missing["capability"] == "transcription"
+    assert "LAYER_TEST_EAR_KEY, which is not set" in missing["hint"]
