@@ -28,6 +28,7 @@ import numpy as np
 
 from memory_core.context import CoreContext
 from memory_core.errors import InvalidInputError
+from memory_core.models import embedding_text
 from memory_core.redaction import redact_value
 from memory_core.scope import Scope
 
@@ -166,7 +167,7 @@ async def import_store(ctx: CoreContext, lines: Iterable[str]) -> RestoreReport:
             items = [r for r in batch if r.get("type") == "item"]
             if items:
                 vectors = await ctx.embedder.embed_documents(
-                    [str(r.get("text", "")) for r in items]
+                    [embedding_text(str(r.get("text", "")), r.get("metadata")) for r in items]
                 )
                 for record, vector in zip(items, vectors, strict=True):
                     blob = np.asarray(vector, dtype="<f4").tobytes()

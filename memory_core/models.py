@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from memory_core.scope import Scope
 
 __all__ = [
+    "EMBED_TEXT_KEY",
     "Category",
     "DoctorFinding",
     "DoctorReport",
@@ -34,6 +35,7 @@ __all__ = [
     "StoreStats",
     "Tombstone",
     "content_hash",
+    "embedding_text",
     "stable_id",
     "utc_now",
 ]
@@ -47,6 +49,24 @@ def utc_now() -> str:
 def content_hash(text: str) -> str:
     """sha256 of the UTF-8 text, hex."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# Item metadata key: the text an item's vector is made of when that is not the item's text
+# (a directive is embedded with its rule title and heading, see memory_core.rules.graph).
+EMBED_TEXT_KEY = "embed_text"
+
+
+def embedding_text(text: str, metadata: dict[str, Any] | None) -> str:
+    """What an item's vector is computed from: ``metadata[EMBED_TEXT_KEY]`` if set, else ``text``.
+
+    Every path that embeds a stored item again (``reembed``, a restore under another embedder)
+    goes through this, so it gives the vector a fresh ingest gives.
+    """
+    if metadata:
+        embedded = metadata.get(EMBED_TEXT_KEY)
+        if isinstance(embedded, str) and embedded:
+            return embedded
+    return text
 
 
 def stable_id(*parts: object, length: int = 24) -> str:

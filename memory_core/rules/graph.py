@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.kinds import ItemKind, ResourceKind
-from memory_core.models import NewItem, content_hash, stable_id
+from memory_core.models import EMBED_TEXT_KEY, NewItem, content_hash, stable_id
 from memory_core.rules.topics import TopicNormalizer
 from memory_core.scope import Scope
 from memory_core.tokens import TokenCounter
@@ -44,7 +44,8 @@ DIRECTIVE_KIND: ItemKind = "directive"
 _EMBED_DETAIL_CHARS = 400
 # How directives are indexed (what is embedded, see embed_text). A stored document indexed
 # by another version is planned again on re-ingest, like one parsed by another parser version.
-INDEX_VERSION = 2
+# 3: the embedded text is recorded on each directive (metadata EMBED_TEXT_KEY) for `reembed`.
+INDEX_VERSION = 3
 _TECH_LOOKUP: dict[str, tuple[str, str]] = {}
 for _category, _vocab in (
     ("language", LANGUAGE_KEYWORDS),
@@ -237,9 +238,12 @@ def build_plan(
             ],
         }
         embedded = embed_text(document, directive)
+        # Recorded so that `reembed` and a restore under another embedder embed this text, not
+        # the item text (memory_core.models.embedding_text), and give the vector ingest gives.
+        metadata[EMBED_TEXT_KEY] = embedded
         # What is embedded is part of the identity: a directive embedded another way gets a
         # new uid, so a re-ingest embeds it again instead of keeping the old vector.
-        digest = content_hash(json.dumps([metadata, embedded], sort_keys=True, ensure_ascii=False))
+        digest = content_hash(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
         tags = [s for s in section_path if s.casefold() not in ("directives", "rules")]
         tags += list(d_topics) + list(conditions)
         item = NewItem(

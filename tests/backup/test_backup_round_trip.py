@@ -165,8 +165,31 @@ async def test_another_embedder_re_embeds_and_says_so(tmp_path: Path) -> None:
         items = await target.store.read(lambda tx: tx.items.get([h.item_id for h in hits.hits]))
         assert [i.text for i in items.values()] == ["prefers tabs"]
         assert np.asarray(query).shape == (32,)
+        restored = await _directive_vectors(target)
     finally:
         await target.close()
+    # A directive restored under another embedder gets the vector a fresh ingest gives it
+    # (its rule title and heading embedded with it), not the vector of its bare item text.
+    fresh = await open_store(tmp_path / "c" / "memoir.db", embedder="hash:32")
+    try:
+        await fresh.rules.upsert_text(RULE, path="rules/db.md", scope="project:/app")
+        ingested = await _directive_vectors(fresh)
+    finally:
+        await fresh.close()
+    assert restored.keys() == ingested.keys() and ingested
+    for uid, vector in ingested.items():
+        assert np.allclose(restored[uid], vector, atol=1e-5)
+
+
+async def _directive_vectors(memoir: Memoir) -> dict[str, np.ndarray]:
+    rows = await memoir.store.db.read(
+        lambda conn: conn.execute(
+            "SELECT item_id, uid FROM item WHERE kind = 'directive'"
+        ).fetchall()
+    )
+    uid_of = {int(r[0]): str(r[1]) for r in rows}
+    vectors = await memoir.store.read(lambda tx: tx.vectors.vectors(list(uid_of)))
+    return {uid_of[i]: v for i, v in vectors.items()}
 
 
 async def test_backup_files_are_private_and_bad_lines_are_named(tmp_path: Path) -> None:

@@ -114,3 +114,30 @@ async def test_a_store_indexed_another_way_is_embedded_again_on_reingest(
     assert [tuple(v) for v in versions] == [(INDEX_VERSION,)]
     again = await service.upsert_markdown([str(project / "AGENTS.md")], scope="s")
     assert [d.status for d in again.documents] == ["unchanged"]
+
+
+async def test_reembed_gives_a_directive_the_vector_a_fresh_ingest_gives(
+    service: RulesService, memoir: Memoir, project: Path
+) -> None:
+    write_rules(project, {"AGENTS.md": AGENTS_MD})
+    await service.upsert_markdown([str(project / "AGENTS.md")], scope="s")
+
+    async def directive_vectors() -> dict[int, np.ndarray]:
+        ids = await memoir.store.db.read(
+            lambda conn: [
+                int(r[0]) for r in conn.execute("SELECT item_id FROM item WHERE kind = 'directive'")
+            ]
+        )
+        return await memoir.store.read(lambda tx: tx.vectors.vectors(ids))
+
+    ingested = await directive_vectors()
+    assert len(ingested) == 2
+
+    await memoir.reembed()
+
+    # Before: reembed embedded the stored item text (the bare statement and its detail), not
+    # "title. heading. statement", so the vectors changed and ranking differed after a reembed.
+    again = await directive_vectors()
+    assert again.keys() == ingested.keys()
+    for item_id, vector in ingested.items():
+        assert np.allclose(again[item_id], vector, atol=1e-5)

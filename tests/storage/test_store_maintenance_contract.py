@@ -7,7 +7,7 @@ import pytest
 from store_testkit import DIM, unit_vectors
 
 from memory_core.errors import EmbedderMismatchError
-from memory_core.models import NewItem
+from memory_core.models import EMBED_TEXT_KEY, NewItem
 from memory_core.scope import Scope
 from memory_core.storage.ports import LexicalQuery, Store
 
@@ -86,6 +86,32 @@ async def test_reembed_replaces_every_vector_and_records_the_new_embedder(
     assert [h.item_id for h in hits.hits] == [ids[1]]
     lexical = await store.read(lambda tx: tx.lexical.search(LexicalQuery(("sourdough",)), scope))
     assert [h.item_id for h in lexical] == [ids[1]]  # the lexical index survives the swap
+
+
+async def test_reembed_embeds_the_text_an_item_records_as_embedded_not_its_item_text(
+    store: Store, scope: Scope
+) -> None:
+    # A directive is stored as its statement but embedded with its rule title and heading.
+    embedded = "Security. Never commit secrets"
+    item = NewItem(
+        uid="d1",
+        kind="directive",
+        text="Never commit secrets",
+        token_count=3,
+        scope=scope,
+        metadata={EMBED_TEXT_KEY: embedded},
+    )
+    await _add(store, scope)
+    await store.write(lambda tx: tx.items.add([item], unit_vectors(1)))
+    seen: list[str] = []
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        seen.extend(texts)
+        return unit_vectors(len(texts))
+
+    await store.reembed(embed, "hash:new", DIM)
+
+    assert sorted(seen) == sorted([*TEXTS, embedded])
 
 
 async def test_compact_reports_the_size_before_and_after(store: Store, scope: Scope) -> None:

@@ -10,6 +10,7 @@ embedder claim is serialised, where vectors live, how space is measured and recl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
@@ -20,7 +21,7 @@ from memory_core.config import SearchSettings, StorageSettings
 from memory_core.errors import EmbedderMismatchError, MemoirError
 from memory_core.filters import Filter
 from memory_core.kinds import ItemKind
-from memory_core.models import DoctorFinding, StoreStats
+from memory_core.models import DoctorFinding, StoreStats, embedding_text
 from memory_core.scope import DEFAULT_SCOPE_SCHEMA, Scope, ScopeSchema
 from memory_core.storage.ports import BackendName, Capability, Tx, VectorHits
 from memory_core.storage.server.pool import ServerPool
@@ -37,7 +38,14 @@ EMBEDDING_DIM_KEY = "embedding_dim"
 _REEMBED_BATCH = 256
 
 ItemRow = tuple[int, str, str, str]
-"""A live item to re-embed: (item id, scope key, kind, text)."""
+"""A live item to re-embed: (item id, scope key, kind, text to embed)."""
+
+
+def _metadata(value: Any) -> dict[str, Any] | None:
+    """An item's metadata column as read: JSON text (or a decoded dict where a driver does so)."""
+    if isinstance(value, dict):
+        return value
+    return json.loads(value) if value else None
 
 
 class ServerStore(Generic[P]):
@@ -266,9 +274,10 @@ class ServerStore(Generic[P]):
 
         def load(conn: Any) -> list[ItemRow]:
             return [
-                (int(r[0]), str(r[1]), str(r[2]), str(r[3]))
+                (int(r[0]), str(r[1]), str(r[2]), embedding_text(str(r[3]), _metadata(r[4])))
                 for r in conn.execute(
-                    "SELECT item_id, scope, kind, text FROM item WHERE deleted = 0 ORDER BY item_id"
+                    "SELECT item_id, scope, kind, text, metadata FROM item "
+                    "WHERE deleted = 0 ORDER BY item_id"
                 )
             ]
 

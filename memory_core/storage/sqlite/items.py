@@ -17,7 +17,14 @@ import numpy as np
 from memory_core.errors import EmbeddingError, InvalidInputError
 from memory_core.filters import Filter
 from memory_core.kinds import ItemKind, check_item_kind
-from memory_core.models import Item, ItemUpdate, NewItem, content_hash, utc_now
+from memory_core.models import (
+    Item,
+    ItemUpdate,
+    NewItem,
+    content_hash,
+    embedding_text,
+    utc_now,
+)
 from memory_core.scope import Scope
 from memory_core.storage.ports import ItemOrder, ItemTotals
 from memory_core.storage.records import from_signed64, item_assignments, to_signed64
@@ -272,17 +279,26 @@ def delete_items(conn: Any, item_ids: Iterable[int]) -> int:
 
 
 def iter_item_texts(conn: Any, batch: int = 512) -> Iterator[list[tuple[int, str, str, str]]]:
-    """All live items as (item_id, scope, kind, text), in id order and batches (re-embedding)."""
+    """All live items as (item_id, scope, kind, text to embed), in id order and batches
+    (re-embedding). The text to embed is :func:`~memory_core.models.embedding_text`'s."""
     last = 0
     while True:
         rows = conn.execute(
-            "SELECT item_id, scope, kind, text FROM item WHERE item_id > ? AND deleted = 0 "
-            "ORDER BY item_id LIMIT ?",
+            "SELECT item_id, scope, kind, text, metadata FROM item "
+            "WHERE item_id > ? AND deleted = 0 ORDER BY item_id LIMIT ?",
             (last, batch),
         ).fetchall()
         if not rows:
             return
-        yield [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+        yield [
+            (
+                int(r[0]),
+                str(r[1]),
+                str(r[2]),
+                embedding_text(str(r[3]), json.loads(r[4]) if r[4] else None),
+            )
+            for r in rows
+        ]
         last = int(rows[-1][0])
 
 
