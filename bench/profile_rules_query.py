@@ -142,6 +142,8 @@ async def _run(args: argparse.Namespace) -> None:
         if profile:
             pstats.Stats(profile).sort_stats("cumulative").print_stats(40)
     finally:
+        if hasattr(service, "close"):  # trees whose query runs are written in the background
+            await service.close()
         await memoir.close()
 
 

@@ -5,7 +5,7 @@ writes documents atomically, in batches. Detection (Requirements 2, 6) and ranki
 (Requirements 3, 4, 5) read an in-memory index of the scope's directives that is rebuilt only
 when the graph version changes, so a query costs a few FTS5 statements (overlapped with the
 embedding and one matrix product over the in-memory vectors), some dictionary work, and one
-small insert recording the run.
+small insert recording the run (written in the background).
 """
 
 from __future__ import annotations
@@ -623,8 +623,8 @@ class RulesService:
             citations=packed.citations,
             diagnostics=diagnostics,
         )
-        # DESIGN §6: every query records its run; written after the answer is complete, with
-        # a bounded wait, so a busy writer delays the record and not the answer.
+        # DESIGN §6: every query records its run, built after the answer is complete and
+        # written in the background: the answer does not wait for the writer thread.
         payload = query_run_payload(
             text,
             result,
@@ -635,6 +635,11 @@ class RulesService:
         )
         await self._runs.record(scope, started_at, took, payload)
         return result
+
+    async def close(self) -> None:
+        """Write the query runs still queued (the facade calls this before closing the store)."""
+        if self._run_recorder is not None:
+            await self._run_recorder.close()
 
     async def list_query_runs(self, *, scope: str, limit: int = 20) -> list[QueryRun]:
         """The newest recorded ``query_directives`` runs of a scope, newest first.
