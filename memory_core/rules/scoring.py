@@ -358,10 +358,8 @@ def score_directive(
         reasons.append("topics: " + ", ".join(sorted(shared)))
     if sim:
         reasons.append(f"semantic similarity {sim:.2f}")
-    ranked: dict[str, float] = {}
     if relevance is not None:
         reasons.append(f"task relevance {relevance:.2f}")
-        ranked["relevance"] = relevance
     return ScoreBreakdown.model_construct(
         authority=authority,
         when_to_apply=wta,
@@ -371,6 +369,6 @@ def score_directive(
         semantic_sim=sim,
         weights=dict(weights),
         total=_total(values, weights) if total is None else total,
+        relevance=0.0 if relevance is None else relevance,
         reasons=reasons,
-        **ranked,
     )
