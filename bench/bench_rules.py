@@ -276,6 +276,7 @@ async def bench_2000(work: Path, n_tasks: int) -> None:
             "10-in-a-row",
         )
     finally:
+        await service.close()  # writes the query runs still queued
         await memoir.close()
 
 
@@ -326,6 +327,7 @@ async def bench_100k(work: Path, n_tasks: int) -> None:
             "raw-fts+knn",
         )
     finally:
+        await service.close()  # writes the query runs still queued
         await memoir.close()
 
 

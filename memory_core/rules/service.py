@@ -5,7 +5,7 @@ writes documents atomically, in batches. Detection (Requirements 2, 6) and ranki
 (Requirements 3, 4, 5) read an in-memory index of the scope's directives that is rebuilt only
 when the graph version changes, so a query costs a few FTS5 statements (overlapped with the
 embedding and one matrix product over the in-memory vectors), some dictionary work, and one
-small insert recording the run.
+small insert recording the run (written in the background).
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from memory_core.rules import persistence
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
-    STOPWORDS,
     DetectionCache,
     detect_context,
     validate_task,
 )
-from memory_core.rules.dictionaries import build_dictionaries, tokenize
+from memory_core.rules.dictionaries import build_dictionaries
 from memory_core.rules.graph import rule_key
 from memory_core.rules.index import DirectiveIndex, IndexedDirective, build_index
 from memory_core.rules.ingest import ingest_loaded, read_rule_files
@@ -66,11 +65,11 @@ from memory_core.rules.scoring import (
     score_directive,
     signal_values,
     total_of,
+    weight_vector,
 )
-from memory_core.rules.topics import expand_topics, stem
+from memory_core.rules.topics import expand_topics
 from memory_core.scope import find_project_root
 from memory_core.storage.ports import Tx
-from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
 
@@ -474,11 +473,13 @@ class RulesService:
         wta_cache: dict[int, tuple[float, int]] = {}
         no_rule = frozenset[str]()
         lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
+        weight_of = weight_vector(weights)
         candidates: list[Candidate] = []
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
             sim = semantic.get(item_id) if semantic_ok else None
+            rank = lexical_rank.get(item_id)
             values = signal_values(
                 severity=directive.severity,
                 layer=directive.layer,
@@ -491,7 +492,7 @@ class RulesService:
             )
             rel = relevance(
                 semantic=sim,
-                lexical_rank=lexical_rank.get(item_id),
+                lexical_rank=rank,
                 lexical_size=len(lexical_ids),
                 when_to_apply=values[1],
                 authority=values[0],
@@ -500,10 +501,10 @@ class RulesService:
             candidates.append(
                 Candidate(
                     item_id=item_id,
-                    total=total_of(values, weights),
+                    total=total_of(values, weight_of),
                     relevance=rel,
                     semantic=sim or 0.0,
-                    lexical_rank=lexical_rank.get(item_id),
+                    lexical_rank=rank,
                     must=directive.severity == "MUST",
                 )
             )
@@ -518,7 +519,7 @@ class RulesService:
             if len(shown) >= limit:
                 break
             # AGENTS.md and CLAUDE.md often say the same thing: one line is enough.
-            statement_key = restatement_key(index.directives[item_id].statement)
+            statement_key = index.restatement_key(item_id)
             if statement_key and statement_key in seen_statements:
                 restated += 1
                 continue
@@ -538,20 +539,12 @@ class RulesService:
                 semantic=semantic.get(item_id) if semantic_ok else None,
                 query=features,
                 weights=weights,
-            )
-            rel = relevance_of[item_id]
-            breakdown = breakdown.model_copy(
-                update={
-                    "relevance": rel,
-                    "total": score,
-                    "reasons": [*breakdown.reasons, f"task relevance {rel:.2f}"],
-                }
+                relevance=relevance_of[item_id],
+                total=score,
             )
             reason = short_reason(
                 shared_words=(
-                    w
-                    for w in dict.fromkeys(tokenize(directive.statement))
-                    if w not in STOPWORDS and len(w) > 2 and stem(w) in features.task_stems
+                    w for w, s in index.statement_words(item_id) if s in features.task_stems
                 ),
                 condition=_met_condition(breakdown, directive.conditions),
                 authority_topics=(rule.authoritative_for if rule else no_rule) & features.topics,
@@ -623,8 +616,8 @@ class RulesService:
             citations=packed.citations,
             diagnostics=diagnostics,
         )
-        # DESIGN §6: every query records its run; written after the answer is complete, with
-        # a bounded wait, so a busy writer delays the record and not the answer.
+        # DESIGN §6: every query records its run, built after the answer is complete and
+        # written in the background: the answer does not wait for the writer thread.
         payload = query_run_payload(
             text,
             result,
@@ -635,6 +628,11 @@ class RulesService:
         )
         await self._runs.record(scope, started_at, took, payload)
         return result
+
+    async def close(self) -> None:
+        """Write the query runs still queued (the facade calls this before closing the store)."""
+        if self._run_recorder is not None:
+            await self._run_recorder.close()
 
     async def list_query_runs(self, *, scope: str, limit: int = 20) -> list[QueryRun]:
         """The newest recorded ``query_directives`` runs of a scope, newest first.
