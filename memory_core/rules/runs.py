@@ -120,7 +120,7 @@ class RunRecorder:
         # Appended on the event loop, drained in the writer's thread: deque operations are
         # atomic, so a drain that runs late (after its caller gave up waiting) writes each
         # queued run exactly once.
-        self._queue: deque[tuple[str, str, float, dict[str, Any]]] = deque(maxlen=MAX_QUEUED)
+        self._queue: deque[tuple[Scope, str, float, dict[str, Any]]] = deque(maxlen=MAX_QUEUED)
         self._flushing = anyio.Lock()
         # The task writing the queue in the background (kept here: the loop holds tasks weakly),
         # and the event that ends its wait for more runs (set by close).
@@ -133,7 +133,7 @@ class RunRecorder:
         return len(self._queue)
 
     async def record(
-        self, scope: str, started_at: str, took_ms: float, payload: dict[str, Any]
+        self, scope: Scope, started_at: str, took_ms: float, payload: dict[str, Any]
     ) -> None:
         """Queue one run and have the queue written in the background (never raises).
 
@@ -200,12 +200,11 @@ class RunRecorder:
             _log().debug("query runs recorded", count=written)
         return True
 
-    async def list(self, scope: str, limit: int) -> list[QueryRun]:
+    async def list(self, scope: Scope, limit: int) -> list[QueryRun]:
         """The newest runs of ``scope`` (queued ones are written first), newest first."""
         await self.flush()
-        key = Scope.of(scope)
         rows = await self._store.read(
-            lambda tx: tx.log.runs(key, kinds=(QUERY_RUN_KIND,), limit=max(1, int(limit)))
+            lambda tx: tx.log.runs(scope, kinds=(QUERY_RUN_KIND,), limit=max(1, int(limit)))
         )
         return [
             QueryRun(
@@ -219,7 +218,7 @@ class RunRecorder:
         ]
 
 
-def _drain(tx: Tx, queue: deque[tuple[str, str, float, dict[str, Any]]]) -> int:
+def _drain(tx: Tx, queue: deque[tuple[Scope, str, float, dict[str, Any]]]) -> int:
     written = 0
     while True:
         try:

@@ -122,20 +122,20 @@ async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesServic
         group.start_soon(store.write, hold_the_writer)
         await anyio.to_thread.run_sync(holding.wait, 10)
         # Returns although the writer is busy; the run waits in the queue.
-        await recorder.record("s", "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
+        await recorder.record(Scope.of("s"), "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
         assert recorder.queued == 1
         release.set()
-    runs = await recorder.list("s", 10)
+    runs = await recorder.list(Scope.of("s"), 10)
     assert [(r.took_ms, r.payload) for r in runs] == [(1.5, {"task": "t"})]
     assert recorder.queued == 0
     await recorder.flush()  # nothing left: no duplicate
-    assert len(await recorder.list("s", 10)) == 1
+    assert len(await recorder.list(Scope.of("s"), 10)) == 1
 
 
 async def test_old_runs_are_pruned(loaded: RulesService) -> None:
     def insert(tx: Any, count: int) -> None:
         for n in range(count):
-            record_query_run(tx, "p", f"2026-01-01T00:00:{n:02d}", 1.0, {}, keep=5)
+            record_query_run(tx, Scope.of("p"), f"2026-01-01T00:00:{n:02d}", 1.0, {}, keep=5)
 
     await loaded._ctx.store.write(lambda tx: insert(tx, 200))
     kept = await loaded._ctx.store.read(
@@ -169,8 +169,8 @@ async def test_recording_a_run_never_waits_for_the_writer(loaded: RulesService) 
         group.start_soon(store.write, hold_the_writer)
         await anyio.to_thread.run_sync(holding.wait, 10)
         with anyio.fail_after(5):
-            await recorder.record("s", "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
-            await recorder.record("s", "2026-01-01T00:00:01+00:00", 2.5, {"task": "u"})
+            await recorder.record(Scope.of("s"), "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
+            await recorder.record(Scope.of("s"), "2026-01-01T00:00:01+00:00", 2.5, {"task": "u"})
         assert recorder.queued == 2
         release.set()
     await recorder.close()
@@ -229,7 +229,9 @@ async def test_runs_recorded_close_together_go_out_in_one_write(loaded: RulesSer
     store = loaded._ctx.store
     recorder = RunRecorder(store, batch_s=60)
     for n in range(3):
-        await recorder.record("s", f"2026-01-01T00:00:0{n}+00:00", float(n), {"task": str(n)})
+        await recorder.record(
+            Scope.of("s"), f"2026-01-01T00:00:0{n}+00:00", float(n), {"task": str(n)}
+        )
     await anyio.wait_all_tasks_blocked()
     listed = await store.read(
         lambda tx: tx.log.runs(Scope.of("s"), kinds=(QUERY_RUN_KIND,), limit=10)
