@@ -184,6 +184,7 @@ async def bench_2000(work: Path, n_tasks: int) -> None:
         # Baseline: the embedding work alone, on exactly the texts the ingest embeds.
         from memory_core.rules.graph import build_plan
         from memory_core.rules.topics import TopicNormalizer
+        from memory_core.scope import Scope
         from rules_parser import load
 
         texts = []
@@ -191,7 +192,11 @@ async def bench_2000(work: Path, n_tasks: int) -> None:
             document = load(path).document
             assert document is not None
             plan = build_plan(
-                document, scope="x", uri=path.name, tokens=memoir.tokens, topics=TopicNormalizer()
+                document,
+                scope=Scope.of("x"),
+                uri=path.name,
+                tokens=memoir.tokens,
+                topics=TopicNormalizer(),
             )
             texts += [d.embed_text for d in plan.directives]
         start = time.perf_counter()
@@ -276,6 +281,7 @@ async def bench_2000(work: Path, n_tasks: int) -> None:
             "10-in-a-row",
         )
     finally:
+        await service.close()  # writes the query runs still queued
         await memoir.close()
 
 
@@ -326,6 +332,7 @@ async def bench_100k(work: Path, n_tasks: int) -> None:
             "raw-fts+knn",
         )
     finally:
+        await service.close()  # writes the query runs still queued
         await memoir.close()
 
 

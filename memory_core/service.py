@@ -131,6 +131,10 @@ class Memoir:
         hierarchy = self.__dict__.get("hierarchy")
         if hierarchy is not None:
             await hierarchy.close()
+        # Query runs are written in the background: the last ones go out before the store shuts.
+        rules = self.__dict__.get("rules")
+        if rules is not None:
+            await rules.close()
         await self._ctx.store.close()
 
     async def __aenter__(self) -> Memoir:

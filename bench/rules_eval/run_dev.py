@@ -72,6 +72,7 @@ from memory_core.errors import EmptyKnowledgeGraphError  # noqa: E402
 from memory_core.rules.context_block import pack_directives  # noqa: E402
 from memory_core.rules.models import RankedDirective, ScoreBreakdown  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 from rules_parser.polarity import directive_marker  # noqa: E402
 
@@ -308,7 +309,7 @@ def _relative(uri: str, root: Path) -> str:
 
 
 async def _candidates(service: RulesService, scope: str, root: Path) -> list[Candidate]:
-    index = await service._index(scope)  # the same index the ranker reads
+    index = await service._index(Scope.of(scope))  # the same index the ranker reads
     return [
         Candidate(
             uid=d.uid,

@@ -34,6 +34,7 @@ from memory_core.rules.context_block import pack_directives  # noqa: E402
 from memory_core.rules.models import RankedDirective, ScoreBreakdown  # noqa: E402
 from memory_core.rules.scoring import content_stems  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -68,7 +69,9 @@ async def _evaluate(
                 [str(c) for c in corpora], scope="eval", allowed_roots=[str(c) for c in corpora]
             )
             assert report.documents_failed == 0, report.warnings
-            index = await service._index("eval")  # the eval reads the same index as the ranker
+            index = await service._index(
+                Scope.of("eval")
+            )  # the eval reads the same index as the ranker
             directives = list(index.directives.values())
             all_pairs = [(d.rule_id, d.statement) for d in directives]
             for task in spec["tasks"]:

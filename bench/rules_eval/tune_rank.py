@@ -53,6 +53,7 @@ from memory_core.rules.dictionaries import tokenize  # noqa: E402
 from memory_core.rules.relevance import RelevanceGate  # noqa: E402
 from memory_core.rules.rerank import RankParams  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 
 Row = tuple[float, float, int, int, bool]  # recall, precision, tokens, returned, paraphrased
@@ -256,7 +257,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 await service.upsert_markdown(
                     [str(root)], scope=set_name, allowed_roots=[str(root)]
                 )
-                index = await service._index(set_name)
+                index = await service._index(Scope.of(set_name))
                 base = service._settings
                 pool = await run_dev._candidates(service, set_name, root)
                 bm25 = BM25([tokens(" ".join((c.text, *c.section))) for c in pool])

@@ -59,6 +59,7 @@ from memory_core.rules import rerank  # noqa: E402
 from memory_core.rules import service as service_module  # noqa: E402
 from memory_core.rules.rerank import RankParams  # noqa: E402
 from memory_core.rules.service import RulesService  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
 from memory_core.service import Memoir  # noqa: E402
 
 MAX_ITEMS = (6, 9, 12, 16)
@@ -215,7 +216,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 await service.upsert_markdown(
                     [str(root)], scope=set_name, allowed_roots=[str(root)]
                 )
-                index = await service._index(set_name)
+                index = await service._index(Scope.of(set_name))
                 pool = await run_dev._candidates(service, set_name, root)
                 bm25 = BM25([tokens(" ".join((c.text, *c.section))) for c in pool])
                 vectors = await run_dev._dense_vectors(memoir, pool)

@@ -236,7 +236,7 @@ async def search_arms(
     store: Store,
     index: DirectiveIndex,
     text: str,
-    scope: str,
+    scope: Scope,
     embedder: Any,
     expand: Callable[[], set[int]],
     warnings: list[str],
@@ -256,11 +256,12 @@ async def search_arms(
     words = list(dict.fromkeys(t for t in tokenize(text) if t not in STOPWORDS and len(t) > 1))
     # The FTS terms of those words ("property-based" is two), as build_match quotes them.
     terms = fts_terms(" ".join(words))
-    key = Scope.of(scope)
     arms = Arms()
 
     async def lexical() -> None:
-        arms.lexical = await store.read(lambda tx: _lexical_arm(tx, terms, index.term_rows, key, k))
+        arms.lexical = await store.read(
+            lambda tx: _lexical_arm(tx, terms, index.term_rows, scope, k)
+        )
 
     in_memory = None
     async with anyio.create_task_group() as group:
@@ -282,6 +283,6 @@ async def search_arms(
     elif arms.query_vec is not None:
         query_vec, others = arms.query_vec, set(arms.lexical) | arms.graph
         arms.nearest, arms.similarity = await store.read(
-            lambda tx: _stored_semantic(tx, query_vec, key, k, others)
+            lambda tx: _stored_semantic(tx, query_vec, scope, k, others)
         )
     return arms

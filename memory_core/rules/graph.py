@@ -95,7 +95,7 @@ class DirectivePlan:
 class DocumentPlan:
     """Everything an upsert of one document writes."""
 
-    scope: str
+    scope: Scope
     uri: str
     content_hash: str
     rule_id: str
@@ -176,7 +176,7 @@ def _effective_layer(document: RuleDocument, directive: Directive) -> str:
 def build_plan(
     document: RuleDocument,
     *,
-    scope: str,
+    scope: Scope,
     uri: str,
     tokens: TokenCounter,
     topics: TopicNormalizer,
@@ -251,7 +251,7 @@ def build_plan(
             kind=DIRECTIVE_KIND,
             text=_index_text(directive),
             token_count=line_tokens,
-            scope=Scope.of(scope),
+            scope=scope,
             content_hash=digest,
             start_line=directive.line_start,
             end_line=directive.line_end,

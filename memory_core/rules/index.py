@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory_core.rules.dictionaries import Dictionaries
+from memory_core.rules.detection import STOPWORDS
+from memory_core.rules.dictionaries import Dictionaries, tokenize
 from memory_core.rules.persistence import DirectiveRow, RuleRow
 from memory_core.rules.scoring import condition_terms
-from memory_core.rules.topics import expand_topics
+from memory_core.rules.topics import expand_topics, stem
+from rules_parser.noise import restatement_key
 
 __all__ = ["DirectiveIndex", "IndexedDirective", "IndexedRule", "build_index"]
 
@@ -81,6 +83,31 @@ class DirectiveIndex:
     vector_row: dict[int, int] = field(default_factory=dict)
     # FTS rows holding each query term, learnt as queries come (the lexical arm's cost model).
     term_rows: dict[str, int] = field(default_factory=dict)
+    # Each directive's restatement key (rules_parser.noise), computed the first time a query
+    # ranks it: a pure function of the statement, which this index version fixes.
+    restatement_keys: dict[int, frozenset[str]] = field(default_factory=dict)
+    statement_stems: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+
+    def restatement_key(self, item_id: int) -> frozenset[str]:
+        """The content words of a directive's statement (see ``rules_parser.noise``)."""
+        key = self.restatement_keys.get(item_id)
+        if key is None:
+            key = self.restatement_keys[item_id] = restatement_key(
+                self.directives[item_id].statement
+            )
+        return key
+
+    def statement_words(self, item_id: int) -> tuple[tuple[str, str], ...]:
+        """(word, stem) of each distinct word of a directive's statement that can explain it
+        (no stopword, longer than two characters), in statement order; kept like the keys."""
+        words = self.statement_stems.get(item_id)
+        if words is None:
+            words = self.statement_stems[item_id] = tuple(
+                (w, stem(w))
+                for w in dict.fromkeys(tokenize(self.directives[item_id].statement))
+                if w not in STOPWORDS and len(w) > 2
+            )
+        return words
 
     def attach_vectors(self, ids: np.ndarray, matrix: np.ndarray) -> None:
         """Keep the directives' embeddings in memory for exact in-process KNN."""

@@ -21,6 +21,7 @@ from memory_core.rules.models import DocumentReport, UpsertIssue, UpsertReport
 from memory_core.rules.paths import display_path, resolve_allowed
 from memory_core.rules.persistence import document_state, learned_terms, upsert_documents
 from memory_core.rules.topics import TopicNormalizer
+from memory_core.scope import Scope
 
 __all__ = ["BATCH_DIRECTIVES", "Skipped", "ingest_loaded", "read_rule_files"]
 
@@ -108,7 +109,7 @@ def read_rule_files(
 
 
 async def ingest_loaded(
-    ctx: Any, loaded: list[tuple[str, Any]], *, scope: str, overwrite: bool, started: float
+    ctx: Any, loaded: list[tuple[str, Any]], *, scope: Scope, overwrite: bool, started: float
 ) -> UpsertReport:
     """Plan, embed and write parsed documents; report statistics (Requirement 7.4).
 
@@ -225,7 +226,7 @@ async def ingest_loaded(
     # Requirement 12.3 / 13.1: counts only, never document text.
     _log().info(
         "rules upserted",
-        scope=scope,
+        scope=scope.key,
         documents=len(documents),
         succeeded=len(documents) - failed,
         failed=failed,
@@ -236,5 +237,5 @@ async def ingest_loaded(
         took_ms=took,
     )
     if secrets_flagged:
-        _log().warning("possible secrets in rule documents", scope=scope, count=secrets_flagged)
+        _log().warning("possible secrets in rule documents", scope=scope.key, count=secrets_flagged)
     return report

@@ -55,13 +55,9 @@ QUERY_RUN_KIND = "rules_query"
 _PAGE = 2000
 
 
-def _scope(scope: str) -> Scope:
-    return Scope.of(scope)
-
-
-def graph_version(tx: Tx, scope: str) -> int:
+def graph_version(tx: Tx, scope: Scope) -> int:
     """The scope's graph version (0 before any graph was written)."""
-    return tx.graph.version(_scope(scope))
+    return tx.graph.version(scope)
 
 
 @dataclass(frozen=True)
@@ -123,11 +119,10 @@ def _is_current(stored: Resource | None, plan: DocumentPlan) -> bool:
 
 def document_state(tx: Tx, plan: DocumentPlan) -> tuple[bool, set[str]]:
     """Whether the stored document at the plan's path is current, and its directive uids."""
-    key = _scope(plan.scope)
-    resource = _document(tx, key, plan.uri)
+    resource = _document(tx, plan.scope, plan.uri)
     if resource is None:
         return False, set()
-    items = _items_of(tx, key, resource.resource_id, meta_keys=())
+    items = _items_of(tx, plan.scope, resource.resource_id, meta_keys=())
     return _is_current(resource, plan), {i.uid for i in items if i.kind == DIRECTIVE_KIND}
 
 
@@ -239,7 +234,7 @@ def upsert_document(
     Returns:
         What changed.
     """
-    scope = _scope(plan.scope)
+    scope = plan.scope
     stored = _document(tx, scope, plan.uri)
     others = [r.resource_id for r in _rule_sources(tx, scope, plan.rule_id) if r.uri != plan.uri]
     if _is_current(stored, plan) and not (overwrite and others):
@@ -350,50 +345,49 @@ def upsert_document(
 
 
 def delete_rule_sources(
-    tx: Tx, scope: str, rule_id: str | None, uri: str | None
+    tx: Tx, scope: Scope, rule_id: str | None, uri: str | None
 ) -> tuple[list[str], int, int]:
     """Delete the documents of a rule (by id) or one document (by path).
 
     Returns:
         (rule ids affected, documents removed, directives removed).
     """
-    key = _scope(scope)
     if uri is not None:
-        found = _document(tx, key, uri)
+        found = _document(tx, scope, uri)
         resources = [found] if found is not None else []
     else:
-        resources = _rule_sources(tx, key, str(rule_id))
+        resources = _rule_sources(tx, scope, str(rule_id))
     if not resources:
         return [], 0, 0
     directives = 0
     rules: list[str] = []
     orphans: set[int] = set()
     for resource in resources:
-        directives += _delete_resource(tx, key, resource.resource_id, orphans)
+        directives += _delete_resource(tx, scope, resource.resource_id, orphans)
         rid = str(resource.metadata.get("rule_id"))
         if rid not in rules:
             rules.append(rid)
     for rid in rules:
-        sources = _rule_sources(tx, key, rid)
-        entity_id = tx.graph.ensure_entities(key, [NewEntity("rule", rid, rid)])[("rule", rid)]
+        sources = _rule_sources(tx, scope, rid)
+        entity_id = tx.graph.ensure_entities(scope, [NewEntity("rule", rid, rid)])[("rule", rid)]
         if sources:
             tx.graph.update_entity(entity_id, metadata=merged_rule_metadata(sources))
             continue
         # The rule's last source went: so do its own edges, and what only they held.
         owned = tx.graph.edges(
-            key,
+            scope,
             sources=[("entity", entity_id)],
             rel_types=(*RULE_EDGE_TYPES, "has_section", "has_directive"),
         )
         orphans.add(entity_id)
         orphans |= {
             e.dst_id
-            for e in tx.graph.edges(key, sources=[("entity", entity_id)])
+            for e in tx.graph.edges(scope, sources=[("entity", entity_id)])
             if e.dst_kind == "entity"
         }
-        tx.graph.apply_edges(key, add=(), remove=owned)
-    _delete_orphans(tx, key, orphans)
-    tx.graph.bump_version(key)
+        tx.graph.apply_edges(scope, add=(), remove=owned)
+    _delete_orphans(tx, scope, orphans)
+    tx.graph.bump_version(scope)
     return rules, len(resources), directives
 
 
@@ -455,17 +449,16 @@ def _rows(tx: Tx, items: Sequence[Item], fields: Sequence[str] | None) -> list[D
     ]
 
 
-def load_directive_rows(tx: Tx, scope: str) -> list[DirectiveRow]:
+def load_directive_rows(tx: Tx, scope: Scope) -> list[DirectiveRow]:
     """Every live directive of ``scope`` with the metadata the ranker reads (for the index).
 
     Only those fields are read: examples, details and rationales stay in the store, which
     keeps loading 100k directives to seconds.
     """
-    key = _scope(scope)
     items: list[Item] = []
     while True:
         page = tx.items.find(
-            key,
+            scope,
             kinds=(DIRECTIVE_KIND,),
             after=items[-1] if items else None,
             limit=_PAGE * 5,
@@ -476,28 +469,27 @@ def load_directive_rows(tx: Tx, scope: str) -> list[DirectiveRow]:
             return _rows(tx, items, _INDEX_FIELDS)
 
 
-def rule_directive_rows(tx: Tx, scope: str, rule_id: str) -> list[DirectiveRow]:
+def rule_directive_rows(tx: Tx, scope: Scope, rule_id: str) -> list[DirectiveRow]:
     """The directives of one rule, in source order."""
-    key = _scope(scope)
     items: list[Item] = []
-    for resource in _rule_sources(tx, key, rule_id):
-        items += [i for i in _items_of(tx, key, resource.resource_id) if i.kind == DIRECTIVE_KIND]
+    for resource in _rule_sources(tx, scope, rule_id):
+        items += [i for i in _items_of(tx, scope, resource.resource_id) if i.kind == DIRECTIVE_KIND]
     rows = _rows(tx, items, None)
     return sorted(rows, key=lambda r: (r.uri, r.start_line is not None, r.start_line or 0))
 
 
-def load_rules(tx: Tx, scope: str) -> list[RuleRow]:
+def load_rules(tx: Tx, scope: Scope) -> list[RuleRow]:
     """Rules of ``scope`` that have at least one source document, by rule id."""
     return [
         RuleRow(e.key, e.name, e.metadata)
-        for e in tx.graph.find_entities(_scope(scope), kinds=("rule",))
+        for e in tx.graph.find_entities(scope, kinds=("rule",))
         if e.metadata.get("sources")
     ]
 
 
-def learned_terms(tx: Tx, scope: str) -> tuple[list[str], dict[str, str]]:
+def learned_terms(tx: Tx, scope: Scope) -> tuple[list[str], dict[str, str]]:
     """Topic names and technologies (name -> category) the graph knows in ``scope``."""
-    entities = tx.graph.find_entities(_scope(scope), kinds=("topic", "technology"))
+    entities = tx.graph.find_entities(scope, kinds=("topic", "technology"))
     topics = [e.key for e in entities if e.kind == "topic"]
     techs = {
         e.key: str(e.metadata.get("category", "framework"))
@@ -507,13 +499,13 @@ def learned_terms(tx: Tx, scope: str) -> tuple[list[str], dict[str, str]]:
     return topics, techs
 
 
-def load_directive_vectors(tx: Tx, scope: str) -> tuple[np.ndarray, np.ndarray] | None:
+def load_directive_vectors(tx: Tx, scope: Scope) -> tuple[np.ndarray, np.ndarray] | None:
     """Every stored vector of the scope's directives: (item ids, float32 matrix), or None.
 
     The ranker keeps them in memory: one matrix product scores all directives faster than a
     vector-index search, and gives every candidate its SemanticSim without another query.
     """
-    ids, matrix = tx.vectors.load(_scope(scope), (DIRECTIVE_KIND,))
+    ids, matrix = tx.vectors.load(scope, (DIRECTIVE_KIND,))
     if not len(ids):
         return None
     return ids, matrix
@@ -529,7 +521,7 @@ _PRUNE_EVERY = 100
 
 def record_query_run(
     tx: Tx,
-    scope: str,
+    scope: Scope,
     started_at: str,
     took_ms: float,
     payload: dict[str, Any],
@@ -541,10 +533,9 @@ def record_query_run(
     The payload is built by the service from diagnostics only (never document text). The
     scope keeps its newest ``keep`` query runs (older ones are pruned now and then).
     """
-    key = _scope(scope)
     run_id = tx.log.record_run(
-        key, QUERY_RUN_KIND, took_ms=took_ms, payload=payload, started_at=started_at
+        scope, QUERY_RUN_KIND, took_ms=took_ms, payload=payload, started_at=started_at
     )
     if run_id % _PRUNE_EVERY == 0:
-        tx.log.prune_runs(key, QUERY_RUN_KIND, keep=max(1, keep))
+        tx.log.prune_runs(scope, QUERY_RUN_KIND, keep=max(1, keep))
     return run_id

@@ -6,14 +6,17 @@ the top five scores, the budget and the tokens used, the warnings and the latenc
 document text: directives are named by id only.
 
 Recording must not slow the query: the service builds the payload after the answer is ready
-and hands it to a :class:`RunRecorder`, which writes it in one small transaction but waits
-only briefly for the store's write lock. A record that could not be written in time stays
-queued and goes out with the next one (or when runs are listed), so a busy writer (an ingest
-in progress) delays the record, not the answer.
+and hands it to a :class:`RunRecorder`, which queues it and writes the queue in the
+background (one small transaction for every run queued meanwhile); the query does not wait
+for the writer. Waiting for it cost the query one hop to the writer thread and back, a few
+milliseconds on a loaded machine (docs/benchmarks-seam.md). A busy writer (an ingest in
+progress) delays the record, not the answer; listing the runs and closing the service write
+whatever is still queued.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -30,8 +33,12 @@ from memory_core.storage.ports import Store, Tx
 
 __all__ = ["RunRecorder", "query_run_payload"]
 
-# How long a query waits for its run to be written before leaving it queued.
+# Outside asyncio (no background task to write from): how long a query waits for its run to
+# be written before leaving it queued.
 RECORD_WAIT_S = 0.2
+# A background write waits this long first, so the runs of the queries that follow go out in
+# the same transaction: one hop to the writer thread and one commit for several runs.
+RECORD_BATCH_S = 0.1
 # Runs queued while the writer is busy; beyond this the oldest are dropped (and logged).
 MAX_QUEUED = 1000
 
@@ -100,17 +107,25 @@ class RunRecorder:
 
     Args:
         store: the store the runs are written to (its ``log`` port).
-        wait_s: how long :meth:`record` waits for the write before leaving it queued.
+        wait_s: outside asyncio, how long :meth:`record` waits for the write before leaving
+            it queued (under asyncio it never waits: the queue is written by a background task).
     """
 
-    def __init__(self, store: Store, *, wait_s: float = RECORD_WAIT_S) -> None:
+    def __init__(
+        self, store: Store, *, wait_s: float = RECORD_WAIT_S, batch_s: float = RECORD_BATCH_S
+    ) -> None:
         self._store = store
         self._wait_s = wait_s
+        self._batch_s = batch_s
         # Appended on the event loop, drained in the writer's thread: deque operations are
         # atomic, so a drain that runs late (after its caller gave up waiting) writes each
         # queued run exactly once.
-        self._queue: deque[tuple[str, str, float, dict[str, Any]]] = deque(maxlen=MAX_QUEUED)
+        self._queue: deque[tuple[Scope, str, float, dict[str, Any]]] = deque(maxlen=MAX_QUEUED)
         self._flushing = anyio.Lock()
+        # The task writing the queue in the background (kept here: the loop holds tasks weakly),
+        # and the event that ends its wait for more runs (set by close).
+        self._writing: asyncio.Task[None] | None = None
+        self._write_now: anyio.Event | None = None
 
     @property
     def queued(self) -> int:
@@ -118,9 +133,13 @@ class RunRecorder:
         return len(self._queue)
 
     async def record(
-        self, scope: str, started_at: str, took_ms: float, payload: dict[str, Any]
+        self, scope: Scope, started_at: str, took_ms: float, payload: dict[str, Any]
     ) -> None:
-        """Queue one run and try to write the queue (bounded wait; never raises).
+        """Queue one run and have the queue written in the background (never raises).
+
+        Under asyncio this returns at once: a background task writes the queue, and
+        :meth:`list` and :meth:`close` write what is still queued. Elsewhere it waits up to
+        ``wait_s`` for the write, then leaves the run queued.
 
         Args:
             scope: the scope queried.
@@ -131,32 +150,61 @@ class RunRecorder:
         if len(self._queue) == self._queue.maxlen:
             _log().warning("query run dropped: too many runs queued", queued=len(self._queue))
         self._queue.append((scope, started_at, took_ms, payload))
-        with anyio.move_on_after(self._wait_s):
-            await self.flush()
+        if self._writing is not None and not self._writing.done():
+            return  # the running task writes this run too (it drains until the queue is empty)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio): no task to hand it to
+            with anyio.move_on_after(self._wait_s):
+                await self.flush()
+            return
+        self._write_now = anyio.Event()
+        self._writing = loop.create_task(self._write_queue(self._write_now))
 
-    async def flush(self) -> None:
-        """Write every queued run in one transaction (errors are logged, not raised)."""
+    async def _write_queue(self, now: anyio.Event) -> None:
+        with anyio.move_on_after(self._batch_s):
+            await now.wait()
+        # Runs queued while a write is under way go out in the next one; a failed write
+        # (logged by flush) leaves the rest queued for the next record, list or close.
+        while self._queue and await self.flush():
+            pass
+
+    async def close(self) -> None:
+        """Wait for the background write, then write whatever is still queued."""
+        if self._writing is not None:
+            assert self._write_now is not None
+            self._write_now.set()
+            await self._writing
+            self._writing = None
+        await self.flush()
+
+    async def flush(self) -> bool:
+        """Write every queued run in one transaction (errors are logged, not raised).
+
+        Returns:
+            False when the write failed (the runs it held are lost), else True.
+        """
         # One flush at a time: concurrent queries ending together find their runs already
         # written by the flush they waited for, instead of each committing an empty write.
         async with self._flushing:
             if not self._queue:
-                return
+                return True
             try:
                 queue = self._queue
                 written = await self._store.write(lambda tx: _drain(tx, queue))
             except MemoirError as error:
                 # The answer matters more than its record: report and carry on.
                 _log().warning("query run not recorded", error=error.message)
-                return
+                return False
         if written > 1:
             _log().debug("query runs recorded", count=written)
+        return True
 
-    async def list(self, scope: str, limit: int) -> list[QueryRun]:
+    async def list(self, scope: Scope, limit: int) -> list[QueryRun]:
         """The newest runs of ``scope`` (queued ones are written first), newest first."""
         await self.flush()
-        key = Scope.of(scope)
         rows = await self._store.read(
-            lambda tx: tx.log.runs(key, kinds=(QUERY_RUN_KIND,), limit=max(1, int(limit)))
+            lambda tx: tx.log.runs(scope, kinds=(QUERY_RUN_KIND,), limit=max(1, int(limit)))
         )
         return [
             QueryRun(
@@ -170,7 +218,7 @@ class RunRecorder:
         ]
 
 
-def _drain(tx: Tx, queue: deque[tuple[str, str, float, dict[str, Any]]]) -> int:
+def _drain(tx: Tx, queue: deque[tuple[Scope, str, float, dict[str, Any]]]) -> int:
     written = 0
     while True:
         try:

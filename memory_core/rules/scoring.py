@@ -14,7 +14,7 @@ Mode slugs shift weights (and add topics) per a table that ``[rules.modes]`` can
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
@@ -30,6 +30,7 @@ __all__ = [
     "SIGNALS",
     "SPEC_WEIGHTS",
     "QueryFeatures",
+    "WeightVector",
     "condition_terms",
     "content_stems",
     "resolve_weights",
@@ -37,6 +38,7 @@ __all__ = [
     "score_total",
     "signal_values",
     "total_of",
+    "weight_vector",
     "when_to_apply_match",
 ]
 
@@ -187,6 +189,12 @@ class QueryFeatures:
     layer_confidence: Mapping[str, float]
     topics: frozenset[str]  # detected topics with their broad parents
     task_stems: frozenset[str]
+    # The best layer confidence (layer_match's denominator), worked out once per query
+    # instead of once per candidate.
+    top_confidence: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "top_confidence", max(self.layer_confidence.values(), default=0.0))
 
 
 def _signals(
@@ -213,10 +221,11 @@ def _signals(
     if layer == "*" or (query.layer is not None and layer == query.layer):
         layer_match = 1.0
     else:
-        top = max(query.layer_confidence.values(), default=0.0)
+        top = query.top_confidence
         layer_match = round(query.layer_confidence.get(layer, 0.0) / top, 4) if top else 0.0
-    union = len(topics | query.topics)
-    overlap = round(len(topics & query.topics) / union, 4) if union else 0.0
+    shared = len(topics & query.topics)
+    union = len(topics) + len(query.topics) - shared
+    overlap = round(shared / union, 4) if union else 0.0
     severity_boost = _SEVERITY_POINTS.get(severity, 1.0)
     sim = 0.0 if semantic is None else round(max(0.0, min(1.0, float(semantic))), 4)
     return authority, wta, which, layer_match, overlap, severity_boost, sim
@@ -239,11 +248,35 @@ def signal_values(
     )
 
 
+# The weight of each of SIGNALS, in that order.
+WeightVector = tuple[float, float, float, float, float, float]
+
+
 def total_of(
-    values: tuple[float, float, int, float, float, float, float], weights: Mapping[str, float]
+    values: tuple[float, float, int, float, float, float, float],
+    weights: Mapping[str, float] | WeightVector,
 ) -> float:
-    """The weighted total of :func:`signal_values`."""
+    """The weighted total of :func:`signal_values` (``weights`` as a mapping, or as the
+    :func:`weight_vector` of one, which a loop over many candidates builds once)."""
+    if isinstance(weights, tuple):
+        authority, wta, _, layer_match, overlap, severity_boost, sim = values
+        w_authority, w_wta, w_layer, w_overlap, w_severity, w_sim = weights
+        return round(
+            authority * w_authority
+            + wta * w_wta
+            + layer_match * w_layer
+            + overlap * w_overlap
+            + severity_boost * w_severity
+            + sim * w_sim,
+            4,
+        )
     return _total(values, weights)
+
+
+def weight_vector(weights: Mapping[str, float]) -> WeightVector:
+    """The weights of :data:`SIGNALS`, in order (a missing one weighs 0), for :func:`total_of`."""
+    w = tuple(weights.get(name, 0.0) for name in SIGNALS)
+    return (w[0], w[1], w[2], w[3], w[4], w[5])
 
 
 def _total(
@@ -291,8 +324,15 @@ def score_directive(
     semantic: float | None,
     query: QueryFeatures,
     weights: Mapping[str, float],
+    relevance: float | None = None,
+    total: float | None = None,
 ) -> ScoreBreakdown:
     """Score one directive against the task (pure; Requirements 3.2–3.8).
+
+    Args:
+        relevance: the directive's task relevance, when the ranking stage computed it: kept
+            in the breakdown, with a reason saying it.
+        total: the ranking stage's final score, to report instead of the weighted total.
 
     Returns:
         The breakdown: every signal, the weights, the total and human-readable reasons.
@@ -318,6 +358,8 @@ def score_directive(
         reasons.append("topics: " + ", ".join(sorted(shared)))
     if sim:
         reasons.append(f"semantic similarity {sim:.2f}")
+    if relevance is not None:
+        reasons.append(f"task relevance {relevance:.2f}")
     return ScoreBreakdown.model_construct(
         authority=authority,
         when_to_apply=wta,
@@ -326,6 +368,7 @@ def score_directive(
         severity_boost=severity_boost,
         semantic_sim=sim,
         weights=dict(weights),
-        total=_total(values, weights),
+        total=_total(values, weights) if total is None else total,
+        relevance=0.0 if relevance is None else relevance,
         reasons=reasons,
     )

@@ -5,7 +5,7 @@ writes documents atomically, in batches. Detection (Requirements 2, 6) and ranki
 (Requirements 3, 4, 5) read an in-memory index of the scope's directives that is rebuilt only
 when the graph version changes, so a query costs a few FTS5 statements (overlapped with the
 embedding and one matrix product over the in-memory vectors), some dictionary work, and one
-small insert recording the run.
+small insert recording the run (written in the background).
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from memory_core.rules import persistence
 from memory_core.rules.candidates import graph_candidates, search_arms
 from memory_core.rules.context_block import pack_directives, render_header
 from memory_core.rules.detection import (
-    STOPWORDS,
     DetectionCache,
     detect_context,
     validate_task,
 )
-from memory_core.rules.dictionaries import build_dictionaries, tokenize
+from memory_core.rules.dictionaries import build_dictionaries
 from memory_core.rules.graph import rule_key
 from memory_core.rules.index import DirectiveIndex, IndexedDirective, build_index
 from memory_core.rules.ingest import ingest_loaded, read_rule_files
@@ -66,11 +65,11 @@ from memory_core.rules.scoring import (
     score_directive,
     signal_values,
     total_of,
+    weight_vector,
 )
-from memory_core.rules.topics import expand_topics, stem
-from memory_core.scope import find_project_root
+from memory_core.rules.topics import expand_topics
+from memory_core.scope import Scope, ScopeLike, as_scope, find_project_root
 from memory_core.storage.ports import Tx
-from rules_parser.noise import restatement_key
 
 __all__ = ["RulesService"]
 
@@ -141,8 +140,8 @@ class RulesService:
         self._ctx = ctx
         self._settings = ctx.settings.rules
         self._cwd = cwd or Path.cwd()
-        self._indexes: dict[str, DirectiveIndex] = {}
-        self._index_locks: dict[str, anyio.Lock] = {}
+        self._indexes: dict[Scope, DirectiveIndex] = {}
+        self._index_locks: dict[Scope, anyio.Lock] = {}
         self._detections = DetectionCache(ttl_s=self._settings.detection_cache_ttl_s)
         self._run_recorder: RunRecorder | None = None
 
@@ -190,7 +189,7 @@ class RulesService:
         self,
         paths: Sequence[str],
         *,
-        scope: str,
+        scope: ScopeLike,
         overwrite: bool = False,
         allowed_roots: Sequence[str] | None = None,
         include: Sequence[str] = (),
@@ -224,6 +223,7 @@ class RulesService:
             InvalidInputError: no path was given.
             LimitExceededError: a path longer than ``limits.path_chars``.
         """
+        scope = as_scope(scope)
         self._require_ports()
         if not paths:
             raise InvalidInputError(
@@ -251,7 +251,7 @@ class RulesService:
         return report
 
     async def upsert_text(
-        self, text: str, *, path: str, scope: str, overwrite: bool = False
+        self, text: str, *, path: str, scope: ScopeLike, overwrite: bool = False
     ) -> UpsertReport:
         """Ingest raw markdown content (the MCP case: the client sends the text).
 
@@ -265,6 +265,7 @@ class RulesService:
             InvalidInputError: empty text or an invalid path.
             PathNotAllowedError: an absolute path or one with ``..``.
         """
+        scope = as_scope(scope)
         self._require_ports()
         from rules_parser import parse
 
@@ -281,7 +282,7 @@ class RulesService:
         await self._refresh_after_write(scope, report)
         return report
 
-    async def _refresh_after_write(self, scope: str, report: UpsertReport | None) -> None:
+    async def _refresh_after_write(self, scope: Scope, report: UpsertReport | None) -> None:
         # Rebuild the ranker's index now, on the write path, so the next query does not pay
         # for it (seconds at 100k directives). Skipped when nothing changed.
         if report is None or any(d.status in ("created", "updated") for d in report.documents):
@@ -289,7 +290,7 @@ class RulesService:
 
     # -- index -------------------------------------------------------------------------------
 
-    async def _index(self, scope: str) -> DirectiveIndex:
+    async def _index(self, scope: Scope) -> DirectiveIndex:
         store = self._ctx.store
         version = await store.read(lambda tx: persistence.graph_version(tx, scope))
         cached = self._indexes.get(scope)
@@ -336,7 +337,7 @@ class RulesService:
     # -- detection ---------------------------------------------------------------------------
 
     async def _detect(
-        self, task: str, index: DirectiveIndex, scope: str, return_keywords: bool
+        self, task: str, index: DirectiveIndex, scope: Scope, return_keywords: bool
     ) -> DetectedContext:
         key = (scope, index.version, task, return_keywords)
         cached = self._detections.get(key)
@@ -348,7 +349,7 @@ class RulesService:
         return detected
 
     async def detect_context(
-        self, task: str, *, scope: str, return_keywords: bool = False
+        self, task: str, *, scope: ScopeLike, return_keywords: bool = False
     ) -> DetectedContext:
         """Detect the layer, topics and technologies of a task (Requirements 2 and 6).
 
@@ -363,6 +364,7 @@ class RulesService:
         Raises:
             InvalidInputError: the task is empty or too long.
         """
+        scope = as_scope(scope)
         self._require_ports()
         started = time.perf_counter()
         text = validate_task(task, max_chars=self._settings.max_task_chars)
@@ -384,7 +386,7 @@ class RulesService:
         self,
         task: str,
         *,
-        scope: str,
+        scope: ScopeLike,
         token_budget: int | None = None,
         max_items: int | None = None,
         strict_layer: bool = False,
@@ -411,6 +413,7 @@ class RulesService:
             InvalidInputError: empty task, or a non-positive budget / max_items.
             EmptyKnowledgeGraphError: no rules in this scope yet (Requirement 11.1).
         """
+        scope = as_scope(scope)
         self._require_ports()
         started = time.perf_counter()
         started_at = utc_now()
@@ -474,11 +477,13 @@ class RulesService:
         wta_cache: dict[int, tuple[float, int]] = {}
         no_rule = frozenset[str]()
         lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
+        weight_of = weight_vector(weights)
         candidates: list[Candidate] = []
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
             sim = semantic.get(item_id) if semantic_ok else None
+            rank = lexical_rank.get(item_id)
             values = signal_values(
                 severity=directive.severity,
                 layer=directive.layer,
@@ -491,7 +496,7 @@ class RulesService:
             )
             rel = relevance(
                 semantic=sim,
-                lexical_rank=lexical_rank.get(item_id),
+                lexical_rank=rank,
                 lexical_size=len(lexical_ids),
                 when_to_apply=values[1],
                 authority=values[0],
@@ -500,10 +505,10 @@ class RulesService:
             candidates.append(
                 Candidate(
                     item_id=item_id,
-                    total=total_of(values, weights),
+                    total=total_of(values, weight_of),
                     relevance=rel,
                     semantic=sim or 0.0,
-                    lexical_rank=lexical_rank.get(item_id),
+                    lexical_rank=rank,
                     must=directive.severity == "MUST",
                 )
             )
@@ -518,7 +523,7 @@ class RulesService:
             if len(shown) >= limit:
                 break
             # AGENTS.md and CLAUDE.md often say the same thing: one line is enough.
-            statement_key = restatement_key(index.directives[item_id].statement)
+            statement_key = index.restatement_key(item_id)
             if statement_key and statement_key in seen_statements:
                 restated += 1
                 continue
@@ -538,20 +543,12 @@ class RulesService:
                 semantic=semantic.get(item_id) if semantic_ok else None,
                 query=features,
                 weights=weights,
-            )
-            rel = relevance_of[item_id]
-            breakdown = breakdown.model_copy(
-                update={
-                    "relevance": rel,
-                    "total": score,
-                    "reasons": [*breakdown.reasons, f"task relevance {rel:.2f}"],
-                }
+                relevance=relevance_of[item_id],
+                total=score,
             )
             reason = short_reason(
                 shared_words=(
-                    w
-                    for w in dict.fromkeys(tokenize(directive.statement))
-                    if w not in STOPWORDS and len(w) > 2 and stem(w) in features.task_stems
+                    w for w, s in index.statement_words(item_id) if s in features.task_stems
                 ),
                 condition=_met_condition(breakdown, directive.conditions),
                 authority_topics=(rule.authoritative_for if rule else no_rule) & features.topics,
@@ -606,7 +603,7 @@ class RulesService:
         # Requirement 12.2: sanitized task, context, candidates, top-5 scores, time.
         _log().info(
             "directives queried",
-            scope=scope,
+            scope=scope.key,
             task=sanitize_for_log(text),
             layer=detected.detected_layer,
             topics=detected.topics[:6],
@@ -623,8 +620,8 @@ class RulesService:
             citations=packed.citations,
             diagnostics=diagnostics,
         )
-        # DESIGN §6: every query records its run; written after the answer is complete, with
-        # a bounded wait, so a busy writer delays the record and not the answer.
+        # DESIGN §6: every query records its run, built after the answer is complete and
+        # written in the background: the answer does not wait for the writer thread.
         payload = query_run_payload(
             text,
             result,
@@ -636,7 +633,12 @@ class RulesService:
         await self._runs.record(scope, started_at, took, payload)
         return result
 
-    async def list_query_runs(self, *, scope: str, limit: int = 20) -> list[QueryRun]:
+    async def close(self) -> None:
+        """Write the query runs still queued (the facade calls this before closing the store)."""
+        if self._run_recorder is not None:
+            await self._run_recorder.close()
+
+    async def list_query_runs(self, *, scope: ScopeLike, limit: int = 20) -> list[QueryRun]:
         """The newest recorded ``query_directives`` runs of a scope, newest first.
 
         Args:
@@ -646,6 +648,7 @@ class RulesService:
         Raises:
             InvalidInputError: ``limit`` is below 1.
         """
+        scope = as_scope(scope)
         self._require_ports()
         if limit < 1:
             raise InvalidInputError(
@@ -693,8 +696,9 @@ class RulesService:
 
     # -- browsing ------------------------------------------------------------------------------
 
-    async def list_rules(self, *, scope: str) -> list[RuleSummary]:
+    async def list_rules(self, *, scope: ScopeLike) -> list[RuleSummary]:
         """Every rule of the scope with its sources and directive count."""
+        scope = as_scope(scope)
         self._require_ports()
         index = await self._index(scope)
         return [self._summary(index, rule_id) for rule_id in sorted(index.rules)]
@@ -713,18 +717,19 @@ class RulesService:
             directive_count=len(index.by_rule.get(rule_id, ())),
         )
 
-    async def get_rule(self, rule_id: str, *, scope: str) -> RuleDetail:
+    async def get_rule(self, rule_id: str, *, scope: ScopeLike) -> RuleDetail:
         """One rule with every directive.
 
         Raises:
             NotFoundError: no such rule in the scope (the hint lists some that exist).
         """
+        scope = as_scope(scope)
         self._require_ports()
         index = await self._index(scope)
         key = rule_id if rule_id in index.rules else rule_key(rule_id)
         if key not in index.rules:
             raise NotFoundError(
-                f"no rule {rule_id!r} in scope {scope!r}",
+                f"no rule {rule_id!r} in scope {scope.key!r}",
                 hint="known rules: " + ", ".join(sorted(index.rules)[:20])
                 if index.rules
                 else "ingest rules with `memoir rules upsert <path>`",
@@ -759,12 +764,13 @@ class RulesService:
             ],
         )
 
-    async def remove_rule(self, rule_id_or_path: str, *, scope: str) -> RemoveReport:
+    async def remove_rule(self, rule_id_or_path: str, *, scope: ScopeLike) -> RemoveReport:
         """Remove a rule (every document defining it) or one document by its path.
 
         Raises:
             NotFoundError: neither a rule id nor a stored document path.
         """
+        scope = as_scope(scope)
         self._require_ports()
         value = rule_id_or_path.strip()
 
@@ -781,10 +787,10 @@ class RulesService:
             await self._refresh_after_write(scope, None)
         if not docs:
             raise NotFoundError(
-                f"no rule or rule document {value!r} in scope {scope!r}",
+                f"no rule or rule document {value!r} in scope {scope.key!r}",
                 hint="list them with `memoir rules list`",
             )
         _log().info(
-            "rules removed", scope=scope, rules=rules, documents=docs, directives=directives
+            "rules removed", scope=scope.key, rules=rules, documents=docs, directives=directives
         )
         return RemoveReport(rule_ids=rules, documents_removed=docs, directives_removed=directives)

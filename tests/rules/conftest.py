@@ -64,8 +64,10 @@ async def memoir(project: Path) -> AsyncIterator[Memoir]:
 
 
 @pytest.fixture
-def service(memoir: Memoir, project: Path) -> RulesService:
-    return RulesService(memoir.context, cwd=project)
+async def service(memoir: Memoir, project: Path) -> AsyncIterator[RulesService]:
+    service = RulesService(memoir.context, cwd=project)
+    yield service
+    await service.close()  # query runs are written in the background
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from memory_core.rules import graph
 from memory_core.rules.graph import INDEX_VERSION, build_plan, embed_text
 from memory_core.rules.service import RulesService
 from memory_core.rules.topics import TopicNormalizer
+from memory_core.scope import Scope
 from memory_core.service import Memoir
 from rules_parser import RuleDocument, parse
 
@@ -65,7 +66,11 @@ async def test_what_is_embedded_is_part_of_a_directive_identity(
 
     def uids() -> list[str]:
         plan = build_plan(
-            document, scope="s", uri="AGENTS.md", tokens=memoir.tokens, topics=TopicNormalizer()
+            document,
+            scope=Scope.of("s"),
+            uri="AGENTS.md",
+            tokens=memoir.tokens,
+            topics=TopicNormalizer(),
         )
         return [d.item.uid for d in plan.directives]
 

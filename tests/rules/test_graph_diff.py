@@ -15,6 +15,7 @@ from memory_core.rules.graph_diff import (
     owned_edges,
 )
 from memory_core.rules.topics import TopicNormalizer
+from memory_core.scope import Scope
 from memory_core.tokens import create_token_counter
 from rules_parser import parse
 
@@ -45,7 +46,7 @@ def _plan() -> Any:
     assert document is not None
     return build_plan(
         document,
-        scope="s",
+        scope=Scope.of("s"),
         uri="auth.md",
         tokens=create_token_counter("chars4"),
         topics=TopicNormalizer(),

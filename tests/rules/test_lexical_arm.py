@@ -137,3 +137,40 @@ def test_condition_postings_score_like_matching_each_rule(
         if (score := when_to_apply_match(rule.condition_terms, stems)[0]) > 0
     }
     assert rule_condition_scores(index, stems) == expected
+
+
+async def test_a_lexical_page_probes_only_the_rows_it_needs(
+    loaded: RulesService, project: Path
+) -> None:
+    from memory_core.storage.sqlite.lexical import SqliteLexical
+
+    # Another scope's copy of the same rules: rows of "s" and "other" share the FTS table.
+    await loaded.upsert_markdown([str(project / "rules")], scope="other")
+    query = LexicalQuery(("the", "a", "to", "and"), "OR")
+
+    def search(conn: Any, scope: str, limit: int) -> tuple[list[Any], list[int]]:
+        probed: list[int] = []
+
+        def trace(statement: str) -> None:
+            if statement.startswith("SELECT item.item_id FROM item"):
+                probed.append(statement.count(","))  # ids in the IN list, minus one
+
+        conn.set_trace_callback(trace)
+        try:
+            hits = SqliteLexical(conn).search(
+                query, Scope.of(scope), kinds=("directive",), limit=limit
+            )
+        finally:
+            conn.set_trace_callback(None)
+        return hits, [n + 1 for n in probed]
+
+    db = loaded._ctx.store.db
+    every, _ = await db.read(lambda conn: search(conn, "s", 1000))
+    assert len(every) >= 4
+    # Rows of "other" rank among those of "s" (same texts), so some probes come up short;
+    # whichever way the page falls, the answer is the top of the full ranking ...
+    for limit in (1, 2, 3):
+        hits, probed = await db.read(lambda conn, limit=limit: search(conn, "s", limit))
+        assert hits == every[:limit]
+        # ... and the first probe asks about ``limit`` rows, not the whole over-fetched page.
+        assert probed[0] == limit

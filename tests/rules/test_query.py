@@ -14,6 +14,7 @@ from memory_core.embed.hashing import HashingEncoder
 from memory_core.embed.local import LocalEmbedder
 from memory_core.errors import EmptyKnowledgeGraphError, InvalidInputError, NotFoundError
 from memory_core.rules.service import RulesService
+from memory_core.scope import Scope
 from memory_core.service import Memoir
 
 pytestmark = pytest.mark.anyio
@@ -218,12 +219,12 @@ async def test_writes_rebuild_the_index_so_queries_do_not_pay_for_it(
 ) -> None:
     from memory_core.rules.persistence import graph_version
 
-    version = await memoir.store.read(lambda tx: graph_version(tx, "s"))
-    assert loaded._indexes["s"].version == version
+    version = await memoir.store.read(lambda tx: graph_version(tx, Scope.of("s")))
+    assert loaded._indexes[Scope.of("s")].version == version
     await loaded.remove_rule("logging", scope="s")
-    version = await memoir.store.read(lambda tx: graph_version(tx, "s"))
-    assert loaded._indexes["s"].version == version
-    assert "logging" not in loaded._indexes["s"].rules
+    version = await memoir.store.read(lambda tx: graph_version(tx, Scope.of("s")))
+    assert loaded._indexes[Scope.of("s")].version == version
+    assert "logging" not in loaded._indexes[Scope.of("s")].rules
 
 
 async def test_in_memory_vectors_rank_like_the_vector_index(
@@ -232,12 +233,12 @@ async def test_in_memory_vectors_rank_like_the_vector_index(
     from memory_core.config import load_settings
 
     in_memory = await loaded.query_directives(TASK, scope="s")
-    assert loaded._indexes["s"].vectors is not None
+    assert loaded._indexes[Scope.of("s")].vectors is not None
     settings = load_settings({"rules": {"memory_vectors_max": 0}}, cwd=loaded._cwd, environ={})
     memoir.context.settings = settings
     from_store = RulesService(memoir.context, cwd=loaded._cwd)
     stored = await from_store.query_directives(TASK, scope="s")
-    assert from_store._indexes["s"].vectors is None
+    assert from_store._indexes[Scope.of("s")].vectors is None
     assert [d.directive_id for d in stored.directives] == [
         d.directive_id for d in in_memory.directives
     ]

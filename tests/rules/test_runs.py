@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from conftest import open_memoir
 
+from memory_core.config import load_settings
+from memory_core.embed import create_embedder
 from memory_core.rules.persistence import QUERY_RUN_KIND, record_query_run
 from memory_core.rules.runs import RunRecorder
 from memory_core.rules.service import RulesService
 from memory_core.scope import Scope
+from memory_core.service import Memoir
 
 pytestmark = pytest.mark.anyio
 
@@ -27,6 +33,7 @@ def _raw_runs(conn: Any) -> list[tuple[Any, ...]]:
 
 async def test_a_query_records_one_run_with_its_diagnostics(loaded: RulesService) -> None:
     result = await loaded.query_directives(TASK, scope="s", token_budget=400, mode_slug="code")
+    await loaded.close()  # the run is written in the background; close waits for it
     rows = await loaded._ctx.store.db.read(_raw_runs)
     assert len(rows) == 1
     _, scope, kind, started_at, took_ms, raw = rows[0]
@@ -60,6 +67,7 @@ async def test_a_query_records_one_run_with_its_diagnostics(loaded: RulesService
 
 async def test_the_run_never_holds_document_text(loaded: RulesService) -> None:
     result = await loaded.query_directives(TASK, scope="s", include_breadcrumbs=True)
+    await loaded.close()
     raw = (await loaded._ctx.store.db.read(_raw_runs))[0][5]
     assert result.directives
     for directive in result.directives:
@@ -114,20 +122,20 @@ async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesServic
         group.start_soon(store.write, hold_the_writer)
         await anyio.to_thread.run_sync(holding.wait, 10)
         # Returns although the writer is busy; the run waits in the queue.
-        await recorder.record("s", "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
+        await recorder.record(Scope.of("s"), "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
         assert recorder.queued == 1
         release.set()
-    runs = await recorder.list("s", 10)
+    runs = await recorder.list(Scope.of("s"), 10)
     assert [(r.took_ms, r.payload) for r in runs] == [(1.5, {"task": "t"})]
     assert recorder.queued == 0
     await recorder.flush()  # nothing left: no duplicate
-    assert len(await recorder.list("s", 10)) == 1
+    assert len(await recorder.list(Scope.of("s"), 10)) == 1
 
 
 async def test_old_runs_are_pruned(loaded: RulesService) -> None:
     def insert(tx: Any, count: int) -> None:
         for n in range(count):
-            record_query_run(tx, "p", f"2026-01-01T00:00:{n:02d}", 1.0, {}, keep=5)
+            record_query_run(tx, Scope.of("p"), f"2026-01-01T00:00:{n:02d}", 1.0, {}, keep=5)
 
     await loaded._ctx.store.write(lambda tx: insert(tx, 200))
     kept = await loaded._ctx.store.read(
@@ -145,3 +153,95 @@ async def test_concurrent_queries_record_one_run_each(loaded: RulesService) -> N
             group.start_soon(lambda t=task: loaded.query_directives(t, scope="s"))
     runs = await loaded.list_query_runs(scope="s", limit=100)
     assert sorted(r.payload["task"] for r in runs) == sorted(tasks)
+
+
+async def test_recording_a_run_never_waits_for_the_writer(loaded: RulesService) -> None:
+    store = loaded._ctx.store
+    # However long it would be allowed to wait, the record returns while the writer is held.
+    recorder = RunRecorder(store, wait_s=60)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_writer(tx: Any) -> None:
+        holding.set()
+        release.wait(10)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.write, hold_the_writer)
+        await anyio.to_thread.run_sync(holding.wait, 10)
+        with anyio.fail_after(5):
+            await recorder.record(Scope.of("s"), "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
+            await recorder.record(Scope.of("s"), "2026-01-01T00:00:01+00:00", 2.5, {"task": "u"})
+        assert recorder.queued == 2
+        release.set()
+    await recorder.close()
+    assert recorder.queued == 0
+    runs = await store.read(
+        lambda tx: tx.log.runs(Scope.of("s"), kinds=(QUERY_RUN_KIND,), limit=10)
+    )
+    assert sorted(r.took_ms for r in runs) == [1.5, 2.5]
+
+
+async def test_a_query_run_is_written_without_being_listed(loaded: RulesService) -> None:
+    await loaded.query_directives(TASK, scope="s")
+    # Nothing else touches the recorder: the background write alone puts the run in the table.
+    with anyio.fail_after(10):
+        while not await loaded._ctx.store.db.read(_raw_runs):
+            await anyio.sleep(0.01)
+
+
+async def test_closing_the_facade_writes_the_queued_runs(project: Path) -> None:
+    memoir = await open_memoir(project)
+    try:
+        await memoir.embedder.ensure_loaded()
+        await memoir.rules.upsert_markdown(
+            [str(project / "rules")], scope="s", allowed_roots=[str(project)]
+        )
+        for n in range(3):
+            await memoir.rules.query_directives(f"{TASK} {n}", scope="s")
+    finally:
+        await memoir.close()
+    with sqlite3.connect(project / "memoir.db") as conn:
+        tasks = [row[0] for row in conn.execute("SELECT json_extract(payload, '$.task') FROM run")]
+    assert sorted(tasks) == [f"{TASK} {n}" for n in range(3)]
+
+
+async def test_closing_the_facade_writes_runs_before_the_store_shuts(project: Path) -> None:
+    # In memory, the reader is the writer: closing the store queues its close on the writer
+    # thread before a background write still to start could, so only the facade waiting
+    # for the recorder gets the runs out.
+    settings = load_settings(None, cwd=project, environ={})
+    memoir = await Memoir.open(
+        "sqlite:///:memory:", settings=settings, embedder=create_embedder("hash:384")
+    )
+    try:
+        await memoir.embedder.ensure_loaded()
+        await memoir.rules.upsert_markdown(
+            [str(project / "rules")], scope="s", allowed_roots=[str(project)]
+        )
+        for n in range(3):
+            await memoir.rules.query_directives(f"{TASK} {n}", scope="s")
+    finally:
+        await memoir.close()
+    assert memoir.rules._runs.queued == 0
+
+
+async def test_runs_recorded_close_together_go_out_in_one_write(loaded: RulesService) -> None:
+    store = loaded._ctx.store
+    recorder = RunRecorder(store, batch_s=60)
+    for n in range(3):
+        await recorder.record(
+            Scope.of("s"), f"2026-01-01T00:00:0{n}+00:00", float(n), {"task": str(n)}
+        )
+    await anyio.wait_all_tasks_blocked()
+    listed = await store.read(
+        lambda tx: tx.log.runs(Scope.of("s"), kinds=(QUERY_RUN_KIND,), limit=10)
+    )
+    # The background write waits for more runs before its one transaction...
+    assert (listed, recorder.queued) == ([], 3)
+    # ... and closing ends that wait instead of sitting it out.
+    with anyio.fail_after(5):
+        await recorder.close()
+    listed = await store.read(
+        lambda tx: tx.log.runs(Scope.of("s"), kinds=(QUERY_RUN_KIND,), limit=10)
+    )
+    assert sorted(r.took_ms for r in listed) == [0.0, 1.0, 2.0]

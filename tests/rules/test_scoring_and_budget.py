@@ -10,12 +10,15 @@ from memory_core.errors import ConfigError
 from memory_core.rules.context_block import pack_directives
 from memory_core.rules.models import RankedDirective, ScoreBreakdown
 from memory_core.rules.scoring import (
+    SIGNALS,
     SPEC_WEIGHTS,
     QueryFeatures,
     condition_terms,
     content_stems,
     resolve_weights,
     score_directive,
+    total_of,
+    weight_vector,
 )
 from memory_core.tokens import create_token_counter
 
@@ -240,3 +243,14 @@ def test_packer_never_exceeds_the_budget_except_for_forced_musts(
     else:
         assert packed.tokens_used <= budget
     assert len({d.directive_id for d in packed.selected}) == len(packed.selected)
+
+
+@given(
+    st.tuples(*(st.floats(0, 3, allow_nan=False) for _ in range(7))),
+    st.dictionaries(st.sampled_from(SIGNALS), st.floats(0, 50, allow_nan=False)),
+)
+def test_a_weight_vector_totals_exactly_like_its_mapping(
+    values: tuple[float, ...], weights: dict[str, float]
+) -> None:
+    signals = (*values[:2], 0, *values[3:])
+    assert total_of(signals, weight_vector(weights)) == total_of(signals, weights)  # type: ignore[arg-type]

@@ -89,7 +89,13 @@ class SqliteLexical:
             ).fetchall()
             if not rows:
                 break
-            keep = self._keep([int(r[0]) for r in rows], scope, kinds, compiled)
+            ids = [int(r[0]) for r in rows]
+            # Probe the best rows first: when every one of them passes (a scope holding only
+            # the kinds asked for), the rest of the over-fetched page is never probed.
+            need = limit - len(hits)
+            keep = self._keep(ids[:need], scope, kinds, compiled)
+            if len(keep) < len(ids[:need]):
+                keep |= self._keep(ids[need:], scope, kinds, compiled)
             # bm25 is negative, more negative is better: the port's scores are higher-better.
             hits.extend(ScoredId(int(r[0]), -float(r[1])) for r in rows if int(r[0]) in keep)
             if len(rows) < page:
