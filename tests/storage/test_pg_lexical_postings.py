@@ -248,14 +248,17 @@ async def test_a_store_written_before_0004_gets_its_postings_when_it_migrates(
             "ORDER BY term, item_id"
         ).fetchall()
         assert len(expected) > 300
-        # The store as 0003 left it: no postings, version 4 not applied.
+        # The store as 0003 left it: no postings, the GIN index, version 4 not applied.
         conn.execute("DROP TABLE lexical_posting")
+        conn.execute("CREATE INDEX item_lexical_tsv ON item_lexical USING gin (tsv)")
         conn.execute("DELETE FROM schema_migration WHERE version = 4")
     store = await open_store(url)
     await store.close()
     with psycopg.connect(url, autocommit=True) as conn:
         version = conn.execute("SELECT max(version) FROM schema_migration").fetchone()
         assert version == (4,)
+        gin = conn.execute("SELECT to_regclass('item_lexical_tsv')").fetchone()
+        assert gin == (None,)
         filled = conn.execute(
             "SELECT term, item_id, tf, length, scope, kind, deleted FROM lexical_posting "
             "ORDER BY term, item_id"

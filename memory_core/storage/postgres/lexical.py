@@ -269,20 +269,19 @@ class PgLexical:
 
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for term, lexemes in self._lexemes(terms):
+        for term, lexemes, rows in self._analyse(terms)[0]:
             if not lexemes:
                 counts[term] = 0
             elif len(lexemes) == 1:
-                row = self._conn.execute(
-                    "SELECT coalesce(sum(rows), 0) FROM lexical_term WHERE term = %s",
-                    (lexemes[0],),
-                ).fetchone()
-                counts[term] = int(row[0]) if row else 0
+                counts[term] = int(rows[0])
             else:
+                # A phrase: the rows holding its rarest lexeme whose tsvector holds the phrase.
+                rarest = min(zip(rows, lexemes, strict=True))[1]
                 row = self._conn.execute(
-                    "SELECT count(*) FROM item_lexical "
-                    f"WHERE tsv @@ phraseto_tsquery('{TS_CONFIG}', %s)",
-                    (term,),
+                    "SELECT count(*) FROM lexical_posting AS p "
+                    "JOIN item_lexical AS l ON l.item_id = p.item_id "
+                    f"WHERE p.term = %s AND l.tsv @@ (SELECT phraseto_tsquery('{TS_CONFIG}', %s))",
+                    (rarest, term),
                 ).fetchone()
                 counts[term] = int(row[0]) if row else 0
         return counts

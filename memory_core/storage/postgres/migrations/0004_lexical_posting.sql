@@ -4,8 +4,9 @@
 -- the GIN index and unnesting every matched row's tsvector to find its term frequencies (at
 -- 100k chunks ~90 % of an OR statement's time). tf and length are the values the old statement
 -- computed (positions of the lexeme in the tsvector; item_lexical.length), so scores are the
--- same to the last bit. item_lexical keeps the tsvector: phrases (a term of several words) are
--- checked against it, and a delete reads its lexemes to find the postings.
+-- same to the last bit. item_lexical keeps the tsvector (no longer GIN-indexed, below): phrases
+-- (a term of several words) are checked against it, and a delete reads its lexemes to find the
+-- postings.
 -- Written and removed with the lexical row by lexical_add / lexical_remove, in the item's
 -- transaction. Existing rows are filled from item_lexical.
 
@@ -24,3 +25,8 @@ INSERT INTO lexical_posting (term, item_id, tf, length, scope, kind, deleted)
            l.scope, l.kind, l.deleted
     FROM item_lexical AS l, unnest(l.tsv) AS u
     ORDER BY u.lexeme, l.item_id;
+
+-- Nothing matches tsvectors through an index any more: the search finds rows by their postings
+-- and checks a phrase on the tsvector of a row it already found (by primary key). The GIN index
+-- only cost writes.
+DROP INDEX item_lexical_tsv;
