@@ -30,7 +30,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_pg import CHUNK_KIND, K, SCOPE, Server, corpus, open_memoir, pct  # noqa: E402
+from bench.bench_pg import CHUNK_KIND, SCOPE, K, Server, corpus, open_memoir, pct  # noqa: E402
 from bench.bulk_load import _drop_hnsw, _pg_copy  # noqa: E402
 from memory_core.retrieval.engine import default_plan  # noqa: E402
 
