@@ -98,6 +98,20 @@ async def main() -> None:
                 write=True,
             )
             db.run_sync(lambda conn: conn.execute("ANALYZE"), write=True)
+            sizes = db.run_sync(
+                lambda conn: conn.execute(
+                    "SELECT pg_size_pretty(pg_total_relation_size('lexical_posting')), "
+                    "(SELECT count(*) FROM lexical_posting), "
+                    "pg_size_pretty(pg_total_relation_size('item_lexical')), "
+                    "pg_size_pretty(pg_total_relation_size('item_lexical_tsv'))"
+                ).fetchone(),
+                write=False,
+            )
+            print(
+                f"lexical_posting {sizes[0]} ({sizes[1]:,} rows); item_lexical {sizes[2]} "
+                f"(its GIN index, re-created for the old statement: {sizes[3]})",
+                flush=True,
+            )
             depth = max(50, 3 * K)
 
             def run(conn: Any) -> tuple[list[float], list[float], int, int]:

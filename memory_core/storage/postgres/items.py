@@ -1,5 +1,5 @@
-"""Items on PostgreSQL: the shared server repository with a tsvector lexical row (and the BM25
-term statistics) and a pgvector vector row.
+"""Items on PostgreSQL: the shared server repository with a tsvector lexical row, its postings
+(and the BM25 term statistics) and a pgvector vector row.
 
 :class:`PgItems` is :class:`~memory_core.storage.server.items.ServerItems` in the PostgreSQL
 dialect; the module functions keep the names the store, the dump and the other repositories
