@@ -79,6 +79,8 @@ async def test_a_store_written_before_0003_answers_the_same_after_it(pg_admin_ur
         # An item flagged deleted (as a dump import may write one): never found.
         conn.execute("UPDATE item SET deleted = 1 WHERE item_id = %s", (ids[0],))
         conn.execute("UPDATE item_lexical SET deleted = 1 WHERE item_id = %s", (ids[0],))
+        # ... and its postings (migration 0004), which the search reads the flag from.
+        conn.execute("UPDATE lexical_posting SET deleted = 1 WHERE item_id = %s", (ids[0],))
         before = _answers(conn)
         assert any(before) and not any(h.item_id == ids[0] for hits in before for h in hits)
         # The store as 0002 left it: lexical rows without the columns, version 3 not applied.

@@ -1,5 +1,5 @@
-"""Items on PostgreSQL: the shared server repository with a tsvector lexical row (and the BM25
-term statistics) and a pgvector vector row.
+"""Items on PostgreSQL: the shared server repository with a tsvector lexical row, its postings
+(and the BM25 term statistics) and a pgvector vector row.
 
 :class:`PgItems` is :class:`~memory_core.storage.server.items.ServerItems` in the PostgreSQL
 dialect; the module functions keep the names the store, the dump and the other repositories
@@ -92,8 +92,9 @@ def bump_vector_generation(conn: Conn, scope_keys: Iterable[str]) -> None:
 
 
 def lexical_add(conn: Conn, item_ids: Sequence[int]) -> None:
-    """Write the lexical rows of ``item_ids`` from their item rows, with the BM25 statistics
-    (and the item's scope, kind and deleted flag, which the search filters on: migration 0003)."""
+    """Write the lexical rows of ``item_ids`` from their item rows, with their postings and the
+    BM25 statistics (and the item's scope, kind and deleted flag, which the search filters on:
+    migrations 0003, 0004)."""
     if not item_ids:
         return
     ids = list(item_ids)
@@ -105,15 +106,31 @@ def lexical_add(conn: Conn, item_ids: Sequence[int]) -> None:
         "WHERE item.item_id = ANY(%s)",
         (ids,),
     )
+    # The postings (migration 0004): what BM25 reads, term by term. In term order, as the
+    # term statistics, so two writers of shared terms wait for each other, never deadlock.
+    conn.execute(
+        "INSERT INTO lexical_posting (term, item_id, tf, length, scope, kind, deleted) "
+        "SELECT u.lexeme, l.item_id, coalesce(array_length(u.positions, 1), 1), l.length, "
+        "l.scope, l.kind, l.deleted FROM item_lexical AS l, unnest(l.tsv) AS u "
+        "WHERE l.item_id = ANY(%s) ORDER BY u.lexeme, l.item_id",
+        (ids,),
+    )
     _term_stats(conn, ids, +1)
 
 
 def lexical_remove(conn: Conn, item_ids: Sequence[int]) -> None:
-    """Delete the lexical rows of ``item_ids`` and take them out of the BM25 statistics."""
+    """Delete the lexical rows of ``item_ids`` and their postings, and take them out of the
+    BM25 statistics."""
     if not item_ids:
         return
     ids = list(item_ids)
     _term_stats(conn, ids, -1)
+    # The row's lexemes name its postings: each is found by its primary key.
+    conn.execute(
+        "DELETE FROM lexical_posting AS p USING item_lexical AS l, unnest(l.tsv) AS u "
+        "WHERE l.item_id = ANY(%s) AND p.term = u.lexeme AND p.item_id = l.item_id",
+        (ids,),
+    )
     conn.execute("DELETE FROM item_lexical WHERE item_id = ANY(%s)", (ids,))
 
 

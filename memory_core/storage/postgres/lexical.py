@@ -1,13 +1,15 @@
-"""The lexical index on PostgreSQL: ``item_lexical`` (tsvector + GIN) ranked by BM25 in SQL.
+"""The lexical index on PostgreSQL: ``item_lexical`` (tsvector) and ``lexical_posting`` (a row
+per term and item), ranked by BM25 in SQL.
 
 ``ts_rank`` is not BM25 (no inverse document frequency, no length normalisation against the
 average), and ranks well below FTS5 on the same data. So the write paths keep term statistics
 (``lexical_term``: rows per term; ``lexical_stats``: rows and summed length; both split into
 slots that writers update and readers sum, migration 0002) and the search
 computes Okapi BM25 exactly as FTS5's ``bm25()`` does (k1 = 1.2, b = 0.75, IDF
-``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, one document = text + tags). The GIN index
-finds the matching rows; scope, kinds and filter are applied in the same statement, so a
-selective filter never starves the result.
+``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, one document = text + tags). The score is
+read from the postings of the query's lexemes only (term frequency, document length, scope,
+kind and deleted flag on each, migration 0004); the tsvector only checks phrases. Scope, kinds
+and filter are applied in the same statement, so a selective filter never starves the result.
 """
 
 from __future__ import annotations
@@ -94,11 +96,13 @@ class PgLexical:
         lexemes = sorted(counts)
         if query.operator == "OR" and len(terms) > 1:
             pruned = self._or_without_common_terms(
-                terms, lexemes, _idf(counts, total), scope, kinds, where, limit
+                terms, lexemes, _idf(counts, total), scope, kinds, where, limit, counts=counts
             )
             if pruned is not None:
                 return pruned
-        return self._scored(terms, lexemes, query.operator, scope, kinds, where, limit)
+        return self._scored(
+            terms, lexemes, query.operator, scope, kinds, where, limit, counts=counts
+        )
 
     def _or_without_common_terms(
         self,
@@ -109,6 +113,8 @@ class PgLexical:
         kinds: Sequence[ItemKind],
         where: Filter | None,
         limit: int,
+        *,
+        counts: dict[str, float] | None = None,
     ) -> list[ScoredId] | None:
         """The OR query's exact top ``limit`` found without matching its commonest terms, or
         None when that cannot be proven (MaxScore pruning).
@@ -140,7 +146,9 @@ class PgLexical:
         # bound of every other lexeme.
         sure = {lxs[0] for t, lxs in essential if len(lxs) == 1}
         total = sum((_K1 + 1) * idf.get(lx, 0.0) for lx in lexemes if lx not in sure)
-        hits = self._scored(terms, lexemes, "OR", scope, kinds, where, limit, match=essential)
+        hits = self._scored(
+            terms, lexemes, "OR", scope, kinds, where, limit, match=essential, counts=counts
+        )
         # The margin covers float rounding between the bound and the statement's sums.
         if len(hits) >= limit and hits[limit - 1].score > total * (1 + 1e-9) + 1e-12:
             return hits
@@ -157,30 +165,81 @@ class PgLexical:
         limit: int,
         *,
         match: list[tuple[str, list[str]]] | None = None,
+        counts: dict[str, float] | None = None,
     ) -> list[ScoredId]:
         """BM25 over every lexeme of ``terms`` for the rows matching ``match`` (default:
-        ``terms``) joined by ``operator``.
+        ``terms``) joined by ``operator``, from the postings of those lexemes (migration 0004).
 
-        Each row's terms are summed in the order of its tsvector, whatever join the planner
-        picks, so the pruned and the full statement give a row the same score to the last bit.
+        The candidates are the rows holding a *driving* lexeme: for AND the rarest lexeme of
+        all (a match holds every one), for OR the rarest lexeme of each matched term (a row
+        matching a term holds all of its lexemes); without ``counts`` every lexeme of the
+        matched terms drives. When the drivers are every lexeme, their postings are the
+        whole score and are read once; otherwise each candidate's postings of the other
+        lexemes are read by primary key. A row then matches a term when it holds all of the
+        term's lexemes and, for a term that is more than one word (a phrase, as FTS5 quotes
+        it), its tsvector matches the phrase.
+
+        Each row's terms are summed in term order (the tsvector's, bytewise), whatever plan
+        the planner picks, so every statement gives a row the same score to the last bit,
+        and the score the tsvector statement before 0004 gave it.
         """
         matched = terms if match is None else match
-        # Each term is a phrase of its lexemes (as a quoted FTS5 string); terms join by the
-        # operator. Built from parameters only: no text of the query becomes tsquery syntax.
-        joiner = " && " if operator == "AND" else " || "
-        tsquery = joiner.join(f"phraseto_tsquery('{TS_CONFIG}', %s)" for _ in matched)
-        # Scope, kind and deleted are on the lexical row (migration 0003): item is read only
-        # for a filter, whose fields live on item and resource.
-        clause, params = scope_kind_where(scope.key if scope else None, list(kinds), table="l")
+        if counts is None:
+            drivers = sorted({lx for _, lxs in matched for lx in lxs})
+        elif operator == "AND":
+            drivers = [min((counts.get(lx, 0.0), lx) for _, lxs in matched for lx in lxs)[1]]
+        else:
+            drivers = sorted(
+                {min((counts.get(lx, 0.0), lx) for lx in lxs)[1] for _, lxs in matched}
+            )
+        # Scope, kind and deleted are on the posting: item is read only for a filter, whose
+        # fields live on item and resource.
+        clause, params = scope_kind_where(scope.key if scope else None, list(kinds), table="p")
+        score = (
+            "sum(q.idf * (p.tf::float8 * %s) / (p.tf::float8 + %s * (1 - %s + %s * p.length "
+            "/ st.avgdl)) ORDER BY p.term) AS score, array_agg(p.term) AS present"
+        )
+        weights = [_K1 + 1, _K1, _B, _B]
+        if set(drivers) == set(lexemes):
+            # Term at a time: the postings of the query's lexemes are the whole score.
+            scored = (
+                f"SELECT p.item_id, {score} FROM lexical_posting AS p "
+                "JOIN q ON q.term = p.term CROSS JOIN st "
+                f"WHERE p.term = ANY(%s::text[]) AND {clause} GROUP BY p.item_id"
+            )
+            scored_params: list[Any] = [*weights, lexemes, *params]
+        else:
+            scored = (
+                "SELECT c.item_id, "
+                f"{score} FROM (SELECT DISTINCT p.item_id FROM lexical_posting AS p "
+                f"WHERE p.term = ANY(%s::text[]) AND {clause}) AS c "
+                "CROSS JOIN q CROSS JOIN st JOIN lexical_posting AS p "
+                "ON p.term = q.term AND p.item_id = c.item_id GROUP BY c.item_id"
+            )
+            scored_params = [*weights, drivers, *params]
+        # A term matches when the row holds its lexemes and, unless the term is one lexeme
+        # once (phraseto_tsquery of one node), its tsvector matches the phrase. Built from
+        # parameters only: no text of the query becomes tsquery syntax.
+        phrases = ", ".join(
+            f"phraseto_tsquery('{TS_CONFIG}', %s) AS q{i}" for i in range(len(matched))
+        )
+        tests = []
+        for i in range(len(matched)):
+            tests.append(
+                f"(s.present @> %s::text[] AND (numnode(ph.q{i}) = 1 OR EXISTS (SELECT 1 FROM "
+                f"item_lexical AS l WHERE l.item_id = s.item_id AND l.tsv @@ ph.q{i})))"
+            )
+        test = (" AND " if operator == "AND" else " OR ").join(tests)
         join = ""
+        filter_params: list[Any] = []
         if where is not None:
             compiled = compile_filter(where)
             join = (
-                "JOIN item ON item.item_id = l.item_id "
+                "JOIN item ON item.item_id = s.item_id "
                 "LEFT JOIN resource ON resource.resource_id = item.resource_id "
             )
-            clause += f" AND ({compiled.sql})"
-            params.extend(compiled.params)
+            test = f"({test}) AND ({compiled.sql})"
+            filter_params = list(compiled.params)
         sql = (
             "WITH st AS (SELECT sum(rows)::float8 AS n, "
             "greatest(sum(tokens)::float8 / greatest(sum(rows), 1), 1e-9) AS avgdl "
@@ -190,27 +249,19 @@ class PgLexical:
             "FROM unnest(%s::text[]) AS t(term) CROSS JOIN st CROSS JOIN LATERAL "
             "(SELECT coalesce(sum(rows), 0)::float8 AS rows FROM lexical_term "
             "WHERE term = t.term) AS lt), "
-            "hit AS MATERIALIZED (SELECT l.item_id, l.length, l.tsv FROM item_lexical AS l "
-            f"{join}"
-            f"WHERE l.tsv @@ ({tsquery}) AND {clause}) "
-            "SELECT hit.item_id, sum(q.idf * (x.tf * %s) / (x.tf + %s * (1 - %s + %s * hit.length "
-            "/ st.avgdl)) ORDER BY x.n) AS score "
-            "FROM hit CROSS JOIN st CROSS JOIN LATERAL (SELECT u.lexeme, u.n, "
-            "coalesce(array_length(u.positions, 1), 1)::float8 AS tf "
-            "FROM unnest(hit.tsv) WITH ORDINALITY AS u(lexeme, positions, weights, n)) "
-            "AS x JOIN q ON q.term = x.lexeme "
-            "GROUP BY hit.item_id ORDER BY score DESC, hit.item_id LIMIT %s"
+            f"ph AS MATERIALIZED (SELECT {phrases}), "
+            f"s AS MATERIALIZED ({scored}) "
+            f"SELECT s.item_id, s.score FROM s CROSS JOIN ph {join}"
+            f"WHERE {test} ORDER BY s.score DESC, s.item_id LIMIT %s"
         )
         rows = self._conn.execute(
             sql,
             (
                 lexemes,
                 *(t for t, _ in matched),
-                *params,
-                _K1 + 1,
-                _K1,
-                _B,
-                _B,
+                *scored_params,
+                *(p for _, lxs in matched for p in (lxs,)),
+                *filter_params,
                 int(limit),
             ),
         ).fetchall()
@@ -218,20 +269,19 @@ class PgLexical:
 
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for term, lexemes in self._lexemes(terms):
+        for term, lexemes, rows in self._analyse(terms)[0]:
             if not lexemes:
                 counts[term] = 0
             elif len(lexemes) == 1:
-                row = self._conn.execute(
-                    "SELECT coalesce(sum(rows), 0) FROM lexical_term WHERE term = %s",
-                    (lexemes[0],),
-                ).fetchone()
-                counts[term] = int(row[0]) if row else 0
+                counts[term] = int(rows[0])
             else:
+                # A phrase: the rows holding its rarest lexeme whose tsvector holds the phrase.
+                rarest = min(zip(rows, lexemes, strict=True))[1]
                 row = self._conn.execute(
-                    "SELECT count(*) FROM item_lexical "
-                    f"WHERE tsv @@ phraseto_tsquery('{TS_CONFIG}', %s)",
-                    (term,),
+                    "SELECT count(*) FROM lexical_posting AS p "
+                    "JOIN item_lexical AS l ON l.item_id = p.item_id "
+                    f"WHERE p.term = %s AND l.tsv @@ (SELECT phraseto_tsquery('{TS_CONFIG}', %s))",
+                    (rarest, term),
                 ).fetchone()
                 counts[term] = int(row[0]) if row else 0
         return counts

@@ -63,6 +63,7 @@ class PgStore(ServerStore[PgDatabase]):
             "INSERT INTO item_vec (item_id, scope, kind, embedding) VALUES (%s, %s, %s, %s)",
             [(r[0], r[1], r[2], PgVector(v)) for r, v in zip(rows, matrix, strict=True)],
         )
+        conn.execute("DELETE FROM lexical_posting")
         conn.execute("DELETE FROM item_lexical")
         conn.execute("DELETE FROM lexical_term")
         conn.execute("UPDATE lexical_stats SET rows = 0, tokens = 0")
