@@ -1,6 +1,6 @@
 """The internal evolve schedule (seed 004 §6.1) on the durable runners: the scheduled evolve
 runs through the service's own runner (Burr, Temporal) and is logged as that runner's evolve
-run, with the runner's run id, on the in-memory and SQLite stores."""
+run, with the runner's run id, on the in-memory, SQLite and PostgreSQL stores."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
 from tests.pipeline_runners.conftest import StoreFactory
+from tests.pipeline_runners.test_layer_on_runners import BACKENDS
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["burr", "temporal"])
 def test_a_scheduled_evolve_runs_on_the_services_runner_and_is_logged_as_its_run(
     request: pytest.FixtureRequest,

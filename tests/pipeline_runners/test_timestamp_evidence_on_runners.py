@@ -1,6 +1,6 @@
 """Timestamp evidence (seed 004 §2.2) on the durable runners: a real WAV transcribed by a
 configured profile (a pydantic-ai FunctionModel) gives the same items with the same time and
-span in their evidence on Burr and Temporal as on sync, on the in-memory and SQLite stores
+span in their evidence on Burr and Temporal as on sync, on the in-memory, SQLite and PostgreSQL stores
 (the timed segments cross Burr's persisted state and Temporal's JSON payloads intact)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
 from tests.pipeline_runners.conftest import StoreFactory
+from tests.pipeline_runners.test_layer_on_runners import BACKENDS
 
 TRANSCRIPT = (
     "[00:00:01] We decided to ship the mobile release on Tuesday.\n"
@@ -70,7 +71,7 @@ def _evidence(runner: Runner, store: Any, folder: Path) -> list[tuple[str, dict[
             service.close()
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["burr", "temporal"])
 def test_timed_evidence_is_the_same_on_every_runner(
     request: pytest.FixtureRequest,
