@@ -1,0 +1,98 @@
+"""A scope's scheduled evolve runs once across processes on one store (SQLite file, PostgreSQL):
+the lease in the store, not the per-process lock, keeps the second process out. Real processes
+(spawned, so nothing is shared but the store and the test's events), real stores.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core.pipeline.editing import step
+from memory_core.storage.layer import open_layer_store
+from tests.pipeline.conftest import fresh_pg_schema
+from tests.pipeline.layer_processes import memorize_in_a_process, open_gated
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def shared_location(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    if request.param == "postgres":
+        return {
+            "provider": "postgres",
+            "url": fresh_pg_schema(request.getfixturevalue("pg_admin_url")),
+        }
+    return {"provider": "sqlite", "path": str(tmp_path / "layer.db")}
+
+
+def test_two_processes_due_at_once_run_one_scheduled_evolve_of_the_scope(
+    shared_location: dict[str, Any],
+) -> None:
+    setup = open_gated(shared_location)
+    setup.insert_before("select_targets", step("gate", "gate", "check", ["scope"]))
+    setup.close()
+    entered: Event = SPAWN.Event()
+    release: Event = SPAWN.Event()
+    gate = {"entered": entered, "release": release, "entries": SPAWN.Value("i", 0)}
+    results = SPAWN.Queue()
+    first = SPAWN.Process(
+        target=memorize_in_a_process,
+        args=(shared_location, "I always prefer dark roast coffee.", gate, results),
+    )
+    second = SPAWN.Process(
+        target=memorize_in_a_process,
+        args=(shared_location, "We must migrate billing before summer.", gate, results),
+    )
+    first.start()
+    try:
+        assert entered.wait(30), "the first process never started its evolve"
+        second.start()  # due as well: the first evolve is not logged yet
+        skipped = results.get(timeout=30)
+        assert skipped == {
+            "status": "skipped",
+            "reason": "an evolve of this scope is running in another process on this store",
+        }
+    finally:
+        release.set()
+        ran = results.get(timeout=30)
+        first.join(60)
+        second.join(60)
+    assert ran is not None and ran["status"] == "ok", ran
+    assert (first.exitcode, second.exitcode) == (0, 0)
+    assert gate["entries"].value == 1
+    store, _ = open_layer_store({"metadata_store": shared_location})
+    try:
+        evolves = [run for run in store.runs(50) if run.kind == "evolve"]
+        memorizes = [run for run in store.runs(50) if run.kind == "memorize"]
+    finally:
+        store.close()
+    assert [run.run_id for run in evolves] == [ran["run_id"]]
+    assert len(memorizes) == 2
+
+
+def test_a_lease_is_one_holders_until_released_or_expired(
+    shared_location: dict[str, Any],
+) -> None:
+    one, _ = open_layer_store({"metadata_store": shared_location})
+    other, _ = open_layer_store({"metadata_store": shared_location})
+    try:
+        assert one.claim_lease("evolve x", "one", 60)
+        assert not other.claim_lease("evolve x", "other", 60)
+        assert one.claim_lease("evolve x", "one", 60)  # a renewal
+        assert other.claim_lease("evolve y", "other", 60)  # another name is free
+        other.release_lease("evolve x", "other")  # not its own: nothing happens
+        assert not other.claim_lease("evolve x", "other", 60)
+        one.release_lease("evolve x", "one")
+        assert other.claim_lease("evolve x", "other", -1)  # claimed, already expired
+        assert one.claim_lease("evolve x", "one", 60)  # a crashed holder blocks no one
+        assert not other.claim_lease("evolve x", "other", 60)
+    finally:
+        one.close()
+        other.close()
