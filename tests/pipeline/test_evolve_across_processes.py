@@ -6,15 +6,19 @@ the lease in the store, not the per-process lock, keeps the second process out. 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memory_core.errors import DatabaseLockedError
 from memory_core.pipeline.editing import step
 from memory_core.storage.layer import open_layer_store
+from tests.pipeline import layer_processes
 from tests.pipeline.conftest import fresh_pg_schema
+from tests.pipeline.layer_kit import ALICE
 from tests.pipeline.layer_processes import memorize_in_a_process, open_gated
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -96,3 +100,34 @@ def test_a_lease_is_one_holders_until_released_or_expired(
     finally:
         one.close()
         other.close()
+
+
+def test_an_external_evolve_waits_for_another_services_lease_and_then_runs(
+    shared_location: dict[str, Any],
+) -> None:
+    # Two services on one store share no lock: only the lease keeps them apart, as two
+    # processes are kept apart.
+    holder = open_gated(shared_location)
+    holder.insert_before("select_targets", step("gate", "gate", "check", ["scope"]))
+    entered, release = threading.Event(), threading.Event()
+    gate = {"entered": entered, "release": release, "entries": SPAWN.Value("i", 0)}
+    layer_processes._GATE.update(gate)
+    waiter = open_gated(shared_location)
+    waiter._evolve_leases.wait_s = 1.0  # the bound of its wait, short for the test
+    running = threading.Thread(target=holder.evolve, args=(ALICE,))
+    running.start()
+    try:
+        assert entered.wait(30), "the first evolve never started"
+        with pytest.raises(DatabaseLockedError, match="another process has held the evolve"):
+            waiter.evolve(ALICE)
+        held_back = waiter.memorize(ALICE, content="We must migrate billing before summer.")
+        assert held_back.scheduled_evolve is not None
+        assert held_back.scheduled_evolve["status"] == "skipped"
+    finally:
+        release.set()
+        running.join(30)
+    assert gate["entries"].value == 1  # the waiter never ran its evolve beside the holder's
+    waiter._evolve_leases.wait_s = 30.0
+    assert waiter.evolve(ALICE).run_id  # the lease was let go: it runs now
+    holder.close()
+    waiter.close()
