@@ -15,6 +15,7 @@ import pytest
 
 from memory_core.errors import DatabaseLockedError
 from memory_core.pipeline.editing import step
+from memory_core.pipeline.evolve_schedule import ScopeLeases
 from memory_core.storage.layer import open_layer_store
 from tests.pipeline import layer_processes
 from tests.pipeline.conftest import fresh_pg_schema
@@ -131,3 +132,24 @@ def test_an_external_evolve_waits_for_another_services_lease_and_then_runs(
     assert waiter.evolve(ALICE).run_id  # the lease was let go: it runs now
     holder.close()
     waiter.close()
+
+
+def test_a_live_holder_keeps_its_lease_past_its_ttl_by_renewing_it(
+    shared_location: dict[str, Any],
+) -> None:
+    one, _ = open_layer_store({"metadata_store": shared_location})
+    other, _ = open_layer_store({"metadata_store": shared_location})
+    try:
+        with ScopeLeases(one, ttl_s=0.6).hold(ALICE, wait=False) as held:
+            assert held
+            # waits 2 s, over three lease lifetimes: only renewals keep the lease the holder's
+            with (
+                pytest.raises(DatabaseLockedError, match="another process has held"),
+                ScopeLeases(other, ttl_s=0.6, wait_s=2.0).hold(ALICE, wait=True),
+            ):
+                pass
+        with ScopeLeases(other, ttl_s=0.6).hold(ALICE, wait=False) as after:
+            assert after  # released at the end of the block
+    finally:
+        one.close()
+        other.close()
