@@ -6,7 +6,9 @@ renders foreign records with the same chain, so each value is redacted
 (:func:`memory_core.redaction.redact_text`) and cut to a bounded length before it is written.
 uvicorn is told not to install its own handlers (``log_config=None``). The libraries that log
 whole payloads at debug level (SQL parameters, SSE chunks, HTTP bodies) are held at ``info``
-unless ``logging.library_debug`` is set, and even then their lines are redacted and cut.
+unless ``logging.library_debug`` is set, and even then their lines are redacted and cut. The
+loggers that write user content itself at debug level (:data:`CONTENT_LOGGERS`: Burr logs every
+state it saves, a whole chat) are held at ``info`` whatever the settings.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import structlog
 
 from memory_core.redaction import redact_text
 
-__all__ = ["PAYLOAD_LOGGERS", "configure_logging", "redact_event", "sanitize"]
+__all__ = ["CONTENT_LOGGERS", "PAYLOAD_LOGGERS", "configure_logging", "redact_event", "sanitize"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -40,6 +42,11 @@ PAYLOAD_LOGGERS = (
     "openai",
     "anthropic",
 )
+
+# Loggers whose debug lines are user content: ``burr.core.state`` logs each state Burr's
+# persister saves or loads (the memorize's chat, the extracted items). Never below info, even
+# with library_debug: redaction hides secrets, not a user's conversation.
+CONTENT_LOGGERS = ("burr.core.state",)
 
 # A foreign log value longer than this is cut: a library's line never carries a whole document.
 _MAX_VALUE_CHARS = 500
@@ -116,4 +123,6 @@ def configure_logging(
         for old in list(library.handlers):  # e.g. a handler a library installed for itself
             library.removeHandler(old)
         library.propagate = True
+    for name in CONTENT_LOGGERS:
+        logging.getLogger(name).setLevel(max(numeric, logging.INFO))
     logging.captureWarnings(True)

@@ -18,10 +18,15 @@ replace those fields of the selector (the others stay as asked); each may only n
 asked (a value within the asked list, a list within it, anything where ANY or nothing was
 asked), never widen it. It refuses by raising :class:`AccessDeniedError` with the field. The
 boundary policy then applies to the result as to any selector.
+
+A layer file names its hook as an importable dotted path, ``authorise = "package.module:function"``
+(:func:`import_hook`); memoir's MCP tools and CLI pass who is calling as ``principal`` (see
+docs/memory-layer.md, "Authorisation before selector expansion").
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,7 +34,14 @@ from typing import Any, Literal
 from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.pipeline.scopes import ANY, ScopeSelector
 
-__all__ = ["AccessDeniedError", "AccessRequest", "Authorise", "Operation", "authorised_selector"]
+__all__ = [
+    "AccessDeniedError",
+    "AccessRequest",
+    "Authorise",
+    "Operation",
+    "authorised_selector",
+    "import_hook",
+]
 
 Operation = Literal[
     "memorize", "retrieve", "evolve", "list_categories", "get_category", "get_latest_intention"
@@ -104,3 +116,40 @@ def authorised_selector(
                 hint="a hook may only narrow what was asked; raise AccessDeniedError to refuse",
             )
     return ScopeSelector({**selector.values, **narrowing.values})
+
+
+def import_hook(dotted: str, *, source: str = "authorise") -> Authorise:
+    """The hook named ``"package.module:function"`` (``package.module.function`` also reads),
+    imported from this process's Python path.
+
+    Raises:
+        ConfigError: the path is not of that form, its module cannot be imported, it has no
+            such attribute, or the attribute is not callable.
+    """
+    module_name, sep, attribute = dotted.strip().partition(":")
+    if not sep:
+        module_name, _, attribute = module_name.rpartition(".")
+    example = 'e.g. authorise = "myapp.memory_auth:tenant_guard"'
+    if not module_name or not attribute:
+        raise ConfigError(
+            f"{source} = {dotted!r} is not an importable path of the form 'package.module:function'",
+            hint=example,
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure of the user's module is this one error
+        raise ConfigError(
+            f"{source} = {dotted!r}: module {module_name!r} cannot be imported "
+            f"({type(exc).__name__}: {exc})",
+            hint="install the package, or put its folder on PYTHONPATH for the process that "
+            f"opens the layer; {example}",
+        ) from exc
+    hook = getattr(module, attribute, None)
+    if hook is None or not callable(hook):
+        found = "nothing" if hook is None else f"a {type(hook).__name__}"
+        raise ConfigError(
+            f"{source} = {dotted!r}: {module_name!r} has {found} named {attribute!r}, "
+            "not a function",
+            hint="name a function taking an AccessRequest; " + example,
+        )
+    return hook  # type: ignore[no-any-return]

@@ -13,23 +13,48 @@ further back counts only the memorizes within them); :class:`RunLogTail` keeps t
 process and reads only what was logged since its last look.
 
 A due evolve then runs through :meth:`MemoryService.evolve` (the same runner, logged as an
-evolve run, its input marked ``"trigger": "schedule"``). :class:`ScopeLocks` keeps two
-evolves of one scope from running at once in this process: a scheduled one that finds the
-scope's lock held is skipped (the next memorize asks again); an external call waits.
+evolve run, its input marked ``"trigger": "schedule"``). Two evolves of one scope never run
+at once: :class:`ScopeLocks` holds the scope in this process, and :class:`ScopeLeases` across
+the processes on one store (a lease row in the store, renewed while the evolve runs, expiring
+:data:`LEASE_TTL_S` after a holder that crashed). A scheduled evolve that finds either held is
+skipped (the next memorize asks again); an external call waits for both (the lease at most
+``wait_s``, then :class:`~memory_core.errors.DatabaseLockedError`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from memory_core.errors import ConfigError
+import structlog
+
+from memory_core.errors import ConfigError, DatabaseLockedError, MemoirError
 from memory_core.storage.layer import RunRow
 
-__all__ = ["EvolveSchedule", "RunLogTail", "ScheduleCheck", "ScopeLocks", "evolve_due"]
+__all__ = [
+    "LEASE_TTL_S",
+    "EvolveSchedule",
+    "LeaseStore",
+    "RunLogTail",
+    "ScheduleCheck",
+    "ScopeLeases",
+    "ScopeLocks",
+    "evolve_due",
+]
+
+log = structlog.get_logger(__name__)
+
+LEASE_TTL_S = 60.0
+"""How long a scope's evolve lease lasts without renewal: a crashed holder blocks the scope's
+evolves across processes at most this long. A live holder renews it every third of it."""
 
 _KEYS = ("every_memorizes", "min_interval_s", "scan_runs")
 
@@ -200,3 +225,91 @@ class ScopeLocks:
         finally:
             if acquired:
                 lock.release()
+
+
+class LeaseStore(Protocol):
+    """What :class:`ScopeLeases` needs of the layer store."""
+
+    def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool: ...
+
+    def release_lease(self, name: str, holder: str) -> None: ...
+
+
+def evolve_lease_name(scope: Mapping[str, str]) -> str:
+    """The store-wide name of a scope's evolve lease."""
+    return "evolve " + json.dumps(dict(sorted(scope.items())), separators=(",", ":"))
+
+
+class ScopeLeases:
+    """One lease per scope in the layer store: at most one evolve of a scope runs at a time
+    across every process on the store. The holder renews it every ``ttl_s / 3`` while the
+    block runs, and drops it at the end; a holder that crashed loses it ``ttl_s`` later."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        *,
+        ttl_s: float = LEASE_TTL_S,
+        wait_s: float = 900.0,
+        poll_s: float = 0.2,
+    ) -> None:
+        self._store = store
+        self.ttl_s = ttl_s
+        self.wait_s = wait_s
+        self.poll_s = poll_s
+
+    @contextmanager
+    def hold(self, scope: Mapping[str, str], *, wait: bool) -> Iterator[bool]:
+        """Holds the scope's lease for the block; yields False (without it) when ``wait`` is
+        False and another holder's lease is live.
+
+        Raises:
+            DatabaseLockedError: ``wait`` and the lease stayed another's for ``wait_s``.
+        """
+        name = evolve_lease_name(scope)
+        holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        if not self._claim(name, holder, wait=wait):
+            yield False
+            return
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._renew, args=(name, holder, stop), name="evolve-lease", daemon=True
+        )
+        renewer.start()
+        try:
+            yield True
+        finally:
+            stop.set()
+            renewer.join(self.ttl_s)
+            try:
+                self._store.release_lease(name, holder)
+            except MemoirError as exc:  # it expires by itself: the evolve's result stands
+                log.warning("evolve lease not released", lease=name, error=exc.message)
+
+    def _claim(self, name: str, holder: str, *, wait: bool) -> bool:
+        deadline = time.monotonic() + self.wait_s
+        pause = threading.Event()  # never set: a bounded wait between tries
+        while not self._store.claim_lease(name, holder, self.ttl_s):
+            if not wait:
+                return False
+            if time.monotonic() >= deadline:
+                raise DatabaseLockedError(
+                    f"another process has held the evolve of {name[7:]} for over "
+                    f"{self.wait_s:.0f} s",
+                    hint="try the evolve again later; a crashed holder's lease expires "
+                    f"{self.ttl_s:.0f} s after its last renewal",
+                    details={"lease": name},
+                )
+            pause.wait(self.poll_s)
+        return True
+
+    def _renew(self, name: str, holder: str, stop: threading.Event) -> None:
+        while not stop.wait(self.ttl_s / 3):
+            try:
+                kept = self._store.claim_lease(name, holder, self.ttl_s)
+            except MemoirError as exc:  # tried again at the next beat, before it expires
+                log.warning("evolve lease not renewed", lease=name, error=exc.message)
+                continue
+            if not kept:
+                log.warning("evolve lease lost to another holder", lease=name)
+                return

@@ -16,6 +16,9 @@
     # max_resource_bytes = 67108864
     # evolve_schedule = { every_memorizes = 20, min_interval_s = 600 }  # evolve a scope by
                                        # itself after memorizes (default: only when called)
+    # authorise = "myapp.memory_auth:tenant_guard"   # a hook that sees each call's principal and
+                                       # scope and may narrow or refuse it (importable from the
+                                       # process's Python path; default: none)
 
     [llm_providers.default]
     model = "offline"                  # or a pydantic-ai "provider:model", or reuse a profile of
@@ -44,6 +47,7 @@ from pydantic import create_model
 
 from memory_core.config import LLMSettings
 from memory_core.errors import ConfigError, InvalidInputError
+from memory_core.pipeline.authorisation import import_hook
 from memory_core.pipeline.contract import Runner
 from memory_core.pipeline.runners import runner_from_settings
 from memory_core.pipeline.scopes import ANY, ScopeSelector
@@ -55,7 +59,7 @@ _KEYS = {
     "store", "store_url_env", "scope_fields", "boundary_fields", "categories", "embedder", "vector_index",
     "llm_providers", "role_profiles", "max_combinations", "max_vector_top_k",
     "max_rerank_candidates", "runner", "allowed_roots", "allowed_url_prefixes",
-    "max_resource_bytes", "evolve_schedule",
+    "max_resource_bytes", "evolve_schedule", "authorise",
 }  # fmt: skip
 _RUNNER_KEYS = {
     "name",
@@ -76,8 +80,9 @@ def open_layer_file(path: Path, memoir_llm: LLMSettings | None = None) -> Memory
     ``[llm_providers.*]`` tables reuse with ``memoir_profile = "NAME"``.
 
     Raises:
-        ConfigError: the file is missing, not TOML, or has unknown or missing keys, or a
-            profile reuses a memoir profile that is not defined.
+        ConfigError: the file is missing, not TOML, or has unknown or missing keys, a
+            profile reuses a memoir profile that is not defined, or ``authorise`` names a
+            hook that cannot be imported.
     """
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -124,6 +129,8 @@ def open_layer_file(path: Path, memoir_llm: LLMSettings | None = None) -> Memory
     for key in ("allowed_url_prefixes", "max_resource_bytes", "evolve_schedule"):
         if key in data:
             extra[key] = data[key]
+    if "authorise" in data:
+        extra["authorise"] = import_hook(str(data["authorise"]), source=f"authorise in {path}")
     return MemoryService.create(
         scope_model=model,
         categories=data["categories"],

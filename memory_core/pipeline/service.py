@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import structlog
 from pydantic import BaseModel
 
 from memory_core.config import LLMSettings
 from memory_core.embed import create_embedder
-from memory_core.errors import InvalidInputError, PipelineRunError
+from memory_core.errors import InvalidInputError, MemoirError, PipelineRunError
 from memory_core.pipeline.async_service import AsyncMemoryService
 from memory_core.pipeline.authorisation import Authorise
 from memory_core.pipeline.contract import DurableRunner, Runner, SyncRunner
@@ -54,10 +55,13 @@ from memory_core.pipeline.results import EvolveResult, MemorizeResult, RetrieveR
 from memory_core.pipeline.runs import PipelineRuns, evolve_output, memorize_output, retrieve_output
 from memory_core.pipeline.scopes import ScopeSelector, ScopeSpec, SelectorPolicy
 from memory_core.pipeline.steps import BUILTIN_STEPS, StepFn, resource_hash
+from memory_core.redaction import redact_text
 from memory_core.storage.layer import DdlMode, RevisionRow, RunRow, open_layer_store
 from memory_core.tokens import TokenCounter, create_token_counter
 
 __all__ = ["DDL_VERSION", "AsyncMemoryService", "MemoryService"]
+
+log = structlog.get_logger(__name__)
 
 
 class MemoryService(PipelineRuns, LayerQueries):
@@ -351,9 +355,14 @@ class MemoryService(PipelineRuns, LayerQueries):
             InvalidInputError: the scope misses a field.
             AccessDeniedError: the authorisation hook refused the scope to ``principal``.
             PipelineRunError: a step failed.
+            DatabaseLockedError: another process on the store kept evolving this scope for
+                longer than the wait (15 minutes).
         """
         full = self._authorised_scope("evolve", scope, principal)
-        with self._evolve_locks.hold(full, wait=True):
+        with (
+            self._evolve_locks.hold(full, wait=True),
+            self._evolve_leases.hold(full, wait=True),
+        ):
             return self._evolve(full, {})
 
     def _evolve(self, full: dict[str, str], trigger: dict[str, Any]) -> EvolveResult:
@@ -372,25 +381,47 @@ class MemoryService(PipelineRuns, LayerQueries):
 
     def _scheduled_evolve(self, full: dict[str, str], memorize_run: str) -> dict[str, Any] | None:
         """Runs the scope's evolve when the schedule says it is due (after a memorize that
-        stored something); a failed evolve is logged and reported, the memorize stands."""
-        schedule = self.evolve_schedule
-        if schedule is None:
+        stored something). Whatever goes wrong here is logged and reported as ``failed``: the
+        memorize is stored already, and its caller gets its result."""
+        if self.evolve_schedule is None:
             return None
+        try:
+            return self._evolve_if_due(self.evolve_schedule, full, memorize_run)
+        except Exception as exc:  # the memorize's outermost edge: it stands, the cause is told
+            log.exception(
+                "scheduled evolve failed", scope=full, after_memorize=memorize_run,
+                error=type(exc).__name__,
+            )  # fmt: skip
+            cause = exc.message if isinstance(exc, MemoirError) else f"{type(exc).__name__}: {exc}"
+            return {"status": "failed", "run_id": None, "reason": redact_text(cause)}
+
+    def _evolve_if_due(
+        self, schedule: EvolveSchedule, full: dict[str, str], memorize_run: str
+    ) -> dict[str, Any]:
         with self._evolve_locks.hold(full, wait=False) as held:
             if not held:
                 return {"status": "skipped", "reason": "an evolve of this scope is running"}
             # read after taking the lock: an evolve that just finished is in the log
-            runs = self._run_tail.read(self.store.runs)
-            check = evolve_due(schedule, runs, full, self._clock())
+            check = evolve_due(schedule, self._run_tail.read(self.store.runs), full, self._clock())
             if not check.due:
                 return {"status": "not_due", "reason": check.reason}
-            trigger = {"trigger": "schedule", "after_memorize": memorize_run}
-            try:
-                result = self._evolve(full, trigger)
-            except PipelineRunError as exc:
-                return {"status": "failed", "run_id": exc.details.get("run_id"),
-                        "reason": exc.message}  # fmt: skip
-            return {"status": "ok", "run_id": result.run_id, "reason": check.reason}
+            # the lease is a write: taken only once the evolve is due
+            with self._evolve_leases.hold(full, wait=False) as leased:
+                if not leased:
+                    return {"status": "skipped", "reason": "an evolve of this scope is running "
+                            "in another process on this store"}  # fmt: skip
+                # read again under the lease: another process's evolve may just have finished
+                runs = self._run_tail.read(self.store.runs)
+                check = evolve_due(schedule, runs, full, self._clock())
+                if not check.due:
+                    return {"status": "not_due", "reason": check.reason}
+                trigger = {"trigger": "schedule", "after_memorize": memorize_run}
+                try:
+                    result = self._evolve(full, trigger)
+                except PipelineRunError as exc:
+                    return {"status": "failed", "run_id": exc.details.get("run_id"),
+                            "reason": exc.message}  # fmt: skip
+                return {"status": "ok", "run_id": result.run_id, "reason": check.reason}
 
 
 def _embed_function(embedder: Any) -> Callable[[Sequence[str]], np.ndarray]:

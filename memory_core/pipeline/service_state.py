@@ -12,7 +12,12 @@ from pydantic import BaseModel
 from memory_core.pipeline.authorisation import Authorise, Operation, authorised_selector
 from memory_core.pipeline.contract import Runner
 from memory_core.pipeline.editing import PipelineSet
-from memory_core.pipeline.evolve_schedule import EvolveSchedule, RunLogTail, ScopeLocks
+from memory_core.pipeline.evolve_schedule import (
+    EvolveSchedule,
+    RunLogTail,
+    ScopeLeases,
+    ScopeLocks,
+)
 from memory_core.pipeline.profiles import LayerProfile
 from memory_core.pipeline.resource_access import ResourceAccess
 from memory_core.pipeline.scopes import ScopeSelector, ScopeSpec, SelectorPolicy
@@ -61,6 +66,7 @@ class ServiceState:
         self._clock = clock
         self.evolve_schedule = evolve_schedule
         self._evolve_locks = ScopeLocks()  # one evolve per scope at a time in this process
+        self._evolve_leases = ScopeLeases(store)  # and across the processes on the store
         self._run_tail = RunLogTail(evolve_schedule.scan_runs if evolve_schedule else 0)
         self._authorise = authorise
         self._ctx = StepContext(

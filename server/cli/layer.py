@@ -12,6 +12,7 @@ import click
 
 from memory_core.errors import InvalidInputError, MemoirError
 from server.cli.output import emit_json, envelope, fail, print_table
+from server.principals import local_principal
 
 __all__ = ["register"]
 
@@ -24,6 +25,13 @@ _layer_option = click.option(
     default=Path("memoir-layer.toml"),
     show_default=True,
     help="The memory layer file (scope fields, taxonomy, store).",
+)
+_principal_option = click.option(
+    "--principal",
+    "principal",
+    metavar="NAME",
+    default=None,
+    help="Who is asking, for the layer's authorise hook (default: local:<OS user>).",
 )
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 _scope_option = click.option(
@@ -68,6 +76,7 @@ def register(cli: click.Group) -> None:
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
         help='A JSON file: [{"role": "user", "content": "..."}, ...].',
     )
+    @_principal_option
     @_json_option
     def memorize(
         layer_path: Path,
@@ -75,6 +84,7 @@ def register(cli: click.Group) -> None:
         text: str | None,
         file: str | None,
         conversation: Path | None,
+        principal: str | None,
         as_json: bool,
     ) -> None:
         """Memorize a conversation, a text or a file into one scope."""
@@ -91,7 +101,11 @@ def register(cli: click.Group) -> None:
                         hint='write [{"role": "user", "content": "..."}]',
                     ) from exc
             result = service.memorize(
-                parse_scope_pairs(scope), conversation=messages, content=text, uri=file
+                parse_scope_pairs(scope),
+                conversation=messages,
+                content=text,
+                uri=file,
+                principal=local_principal("cli", principal),
             )
             if as_json:
                 emit_json(envelope(True, **result.model_dump()))
@@ -119,6 +133,7 @@ def register(cli: click.Group) -> None:
     @click.argument("query")
     @click.option("--top-k", type=int, default=None)
     @click.option("--budget", "budget", type=int, default=None, help="Context token budget.")
+    @_principal_option
     @_json_option
     def retrieve(
         layer_path: Path,
@@ -126,6 +141,7 @@ def register(cli: click.Group) -> None:
         query: str,
         top_k: int | None,
         budget: int | None,
+        principal: str | None,
         as_json: bool,
     ) -> None:
         """Retrieve context for QUERY across the selected scopes."""
@@ -133,7 +149,11 @@ def register(cli: click.Group) -> None:
 
         def run(service: Any) -> None:
             result = service.retrieve(
-                parse_selector_pairs(scope), query, top_k=top_k, budget_tokens=budget
+                parse_selector_pairs(scope),
+                query,
+                top_k=top_k,
+                budget_tokens=budget,
+                principal=local_principal("cli", principal),
             )
             if as_json:
                 emit_json(envelope(True, **result.model_dump()))
@@ -147,13 +167,18 @@ def register(cli: click.Group) -> None:
     @cli.command()
     @_layer_option
     @_scope_option
+    @_principal_option
     @_json_option
-    def evolve(layer_path: Path, scope: tuple[str, ...], as_json: bool) -> None:
+    def evolve(
+        layer_path: Path, scope: tuple[str, ...], principal: str | None, as_json: bool
+    ) -> None:
         """Dedupe, re-cluster and adjust the intention of one scope; print the diff."""
         from memory_core.pipeline.layer_file import parse_scope_pairs
 
         def run(service: Any) -> None:
-            result = service.evolve(parse_scope_pairs(scope))
+            result = service.evolve(
+                parse_scope_pairs(scope), principal=local_principal("cli", principal)
+            )
             if as_json:
                 emit_json(envelope(True, **result.model_dump()))
             else:

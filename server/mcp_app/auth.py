@@ -33,6 +33,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 from memory_core.config import AuthSettings, OAuthSettings, TokenSettings
 from memory_core.errors import ConfigError
+from server.principals import local_principal, token_principal
 
 __all__ = [
     "GRANT_CLAIM",
@@ -40,6 +41,7 @@ __all__ = [
     "HashedTokenVerifier",
     "IntrospectionVerifier",
     "build_verifier",
+    "caller_principal",
     "grant_for",
     "grant_of_request",
     "hash_token",
@@ -229,3 +231,16 @@ def principal_of_request(request: Any) -> str | None:
 def grant_for(ctx: Any) -> tuple[Path, ...] | None:
     """:func:`grant_of_request` for an MCP call's context (None on stdio)."""
     return grant_of_request(_request_of(ctx))
+
+
+def caller_principal(ctx: Any) -> dict[str, Any]:
+    """Who makes an MCP call, for the memory layer's authorisation hook: the verified token's
+    client over HTTP (``id`` None without authentication), the local OS user on stdio
+    (:mod:`server.principals`)."""
+    request = _request_of(ctx)
+    if request is None:
+        return local_principal("stdio")
+    user = _user_of_request(request)
+    if user is None:
+        return token_principal(None)
+    return token_principal(user.access_token.client_id, user.access_token.subject)

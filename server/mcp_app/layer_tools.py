@@ -7,6 +7,10 @@ values of the scope fields the server leaves open; ``server.layer_scope`` must f
 boundary field of the layer, and a client value for a fixed field that differs from it (a
 list, ``*``) is refused, so no client reads or writes outside the boundary the operator chose.
 Resources are text only: a client cannot make the server read a file or a URI.
+
+Each call passes who makes it as ``principal`` (:func:`~server.mcp_app.auth.caller_principal`:
+the verified token's client over HTTP, the local OS user on stdio), which matters when the layer
+file names an ``authorise`` hook: it sees the principal and the scope, and may narrow or refuse.
 """
 
 # No `from __future__ import annotations`: the SDK reads these signatures at registration.
@@ -26,6 +30,7 @@ from memory_core.pipeline.async_service import AsyncMemoryService
 from memory_core.pipeline.layer_file import open_layer_file
 from memory_core.pipeline.scopes import ScopeSelector
 from memory_core.redaction import redact_text
+from server.mcp_app.auth import caller_principal
 from server.mcp_app.calls import ok_result
 
 if TYPE_CHECKING:
@@ -164,7 +169,9 @@ def register_layer_tools(app: MCPServer, host: "ToolHost", layer: LayerHost) -> 
             service = await layer.service()
             full = layer.scope(scope)
             messages = None if conversation is None else [m.model_dump() for m in conversation]
-            result = await service.memorize(full, content=content, conversation=messages)
+            result = await service.memorize(
+                full, content=content, conversation=messages, principal=caller_principal(ctx)
+            )
             out = MemorizeOut(
                 resource_id=result.resource_id,
                 duplicate=result.duplicate,
@@ -198,7 +205,9 @@ def register_layer_tools(app: MCPServer, host: "ToolHost", layer: LayerHost) -> 
         async def body(_: Any) -> CallToolResult:
             service = await layer.service()
             selector = layer.scope(scope)
-            result = await service.retrieve(ScopeSelector(selector), query)
+            result = await service.retrieve(
+                ScopeSelector(selector), query, principal=caller_principal(ctx)
+            )
             out = RetrieveOut(
                 context=result.context,
                 layer=result.layer,

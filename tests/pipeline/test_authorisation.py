@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from memory_core.errors import ConfigError, InvalidInputError
-from memory_core.pipeline.authorisation import AccessDeniedError, AccessRequest
+from memory_core.pipeline.authorisation import AccessDeniedError, AccessRequest, import_hook
 from memory_core.pipeline.scopes import ANY, ScopeSelector
 from memory_core.pipeline.service import MemoryService
 from tests.pipeline.conftest import ServiceFactory
+from tests.pipeline.layer_hooks import caller_owns_user_id
 from tests.pipeline.layer_kit import ALICE, BOB, EVE
 
 ANN_AT_ACME = {"name": "ann", "org_id": "acme", "users": ["alice"]}
@@ -122,3 +123,24 @@ def test_a_hook_that_widens_a_field_is_refused_naming_it(make_service: ServiceFa
         service.retrieve(ScopeSelector(org_id="acme", user_id="alice"), "coffee")
     with pytest.raises(ConfigError, match="widened scope field 'user_id' for memorize"):
         service.memorize(ALICE, content="Alice prefers tea.")
+
+
+@pytest.mark.parametrize(
+    ("dotted", "message"),
+    [
+        ("tenant_guard", "not an importable path of the form 'package.module:function'"),
+        ("no_such_pkg.guards:tenant_guard", "module 'no_such_pkg.guards' cannot be imported"),
+        ("tests.pipeline.layer_hooks:nobody", "has nothing named 'nobody', not a function"),
+        ("tests.pipeline.layer_hooks:__all__", "has a list named '__all__', not a function"),
+    ],
+)
+def test_a_hook_named_by_a_path_that_does_not_import_is_refused_naming_it(
+    dotted: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        import_hook(dotted)
+
+
+def test_a_hook_path_reads_with_a_colon_or_a_dot() -> None:
+    assert import_hook("tests.pipeline.layer_hooks:caller_owns_user_id") is caller_owns_user_id
+    assert import_hook("tests.pipeline.layer_hooks.caller_owns_user_id") is caller_owns_user_id

@@ -144,3 +144,20 @@ def test_memorize_file_reads_only_inside_the_layer_files_allowed_roots(tmp_path:
     assert "private.txt" in shown and str((project / "docs").resolve()) in shown
     assert "allowed_roots" in shown
     assert len(stored["items_added"]) == 1
+
+
+def test_the_cli_passes_its_principal_to_the_layers_authorise_hook(tmp_path: Path) -> None:
+    (tmp_path / "memoir-layer.toml").write_text(
+        f'store = "layer.db"\n{LAYER}authorise = "tests.pipeline.layer_hooks:caller_owns_user_id"\n'
+    )
+    ann = ("--scope", "org_id=acme", "--scope", "user_id=ann")
+    given = _json(memoir("memorize", *ann, "--text", "I always drink green tea in the afternoon.", "--principal", "ann",
+                         "--json", cwd=tmp_path))  # fmt: skip
+    assert given["items_added"]
+    found = _json(memoir("retrieve", *ann, "tea", "--principal", "ann", "--json", cwd=tmp_path))
+    assert found["ok"] and "tea" in found["context"]
+    as_os_user = memoir("evolve", *ann, "--json", cwd=tmp_path)  # the principal: the OS user
+    assert as_os_user.returncode == 2, as_os_user.stdout + as_os_user.stderr
+    error = json.loads(as_os_user.stdout)["error"]
+    assert "access denied on scope field 'user_id'" in error["message"]
+    assert '"id": "local:' in error["message"] and '"transport": "cli"' in error["message"]

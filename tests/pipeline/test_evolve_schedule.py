@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from memory_core.errors import ConfigError
-from memory_core.pipeline.contract import State, StepSpec
+from memory_core.pipeline.contract import (
+    ExecuteStep,
+    Pipeline,
+    RunOutcome,
+    State,
+    StepSpec,
+    SyncRunner,
+)
 from memory_core.pipeline.editing import step
 from memory_core.pipeline.evolve_schedule import EvolveSchedule, RunLogTail, evolve_due
 from memory_core.pipeline.layer_file import open_layer_file
@@ -159,6 +166,35 @@ def test_a_failing_scheduled_evolve_is_logged_and_the_memorize_stands(
     # a failed evolve does not reset the count: the next memorize tries again
     again = service.memorize(ALICE, content=FACTS[1])
     assert again.scheduled_evolve is not None and again.scheduled_evolve["status"] == "failed"
+
+
+class _EvolveEngineDown(SyncRunner):
+    """A runner whose engine is unreachable for evolve runs (as a durable runner's server can
+    be): its failure is no step's, so no PipelineRunError carries it."""
+
+    def run(self, pipeline: Pipeline, state: State, execute_step: ExecuteStep) -> RunOutcome:
+        if pipeline.name == "evolve":
+            raise ConnectionError("the workflow engine at localhost:7233 is unreachable")
+        return super().run(pipeline, state, execute_step)
+
+
+def test_a_scheduled_evolve_failing_outside_its_steps_is_reported_and_the_memorize_returns(
+    make_service: ServiceFactory,
+) -> None:
+    service = make_service(evolve_schedule={"every_memorizes": 1}, runner=_EvolveEngineDown())
+    result = service.memorize(ALICE, content=FACTS[0])
+    assert result.items_added and not result.duplicate
+    assert result.scheduled_evolve == {
+        "status": "failed",
+        "run_id": None,
+        "reason": "ConnectionError: the workflow engine at localhost:7233 is unreachable",
+    }
+    assert [run["kind"] for run in service.runs(10)] == ["memorize"]  # stored, no evolve logged
+    hits = service.retrieve(ALICE, "what coffee does she prefer?")
+    assert any("dark roast" in item["text"] for item in hits.items)
+    # the lease and the lock were let go: an evolve of the scope runs once the engine is back
+    service.runner = SyncRunner()
+    assert service.evolve(ALICE).run_id
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,8 @@ be written beforehand: the store lives in the server process only)."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,10 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_testkit import serve_command, server_env
+from mcp_testkit import serve_command, server_env, start_http_server, stop_http_server
 from pydantic import create_model
 from store_testkit import start_pgserver
+from trust_kit import Token, mcp_client, write_config
 
 from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer.sqlite import SqliteLayerStore
@@ -265,3 +268,70 @@ async def test_the_layer_tools_use_memoir_toml_profiles_the_layer_file_names(
     message = _error(refused)
     assert "reuses the memoir profile 'big', which memoir.toml does not define" in message
     assert "(defined: default, fast)" in message and "[llm.profiles.big]" in message
+
+
+HOOK = '\nauthorise = "tests.pipeline.layer_hooks:caller_owns_user_id"\n'
+
+
+async def test_over_stdio_the_hook_sees_the_local_os_user_and_can_refuse(tmp_path: Path) -> None:
+    me = f"local:{pwd.getpwuid(os.getuid()).pw_name}"  # the server has no USER / LOGNAME
+    server = _server(tmp_path, 'org_id = "acme"', layer_extra=HOOK)
+    with anyio.fail_after(_WAIT_S):
+        async with Client(server, mode="legacy") as client:
+            mine = await client.call_tool(
+                "memorize", {"conversation": TEA, "scope": {"user_id": me}}
+            )
+            found = await client.call_tool(
+                "retrieve", {"query": "green tea", "scope": {"user_id": me}}
+            )
+            other = await client.call_tool(
+                "memorize", {"conversation": TEA, "scope": {"user_id": "bob"}}
+            )
+            any_user = await client.call_tool(
+                "retrieve", {"query": "green tea", "scope": {"user_id": "*"}}
+            )
+    assert not mine.is_error and mine.structured_content["items_added"]
+    assert not found.is_error and found.structured_content["items"]
+    seen = json.dumps({"authenticated": False, "id": me, "transport": "stdio"}, sort_keys=True)
+    for refused in (other, any_user):
+        message = _error(refused)
+        assert "access denied on scope field 'user_id'" in message
+        assert f"principal {seen} may not use" in message
+
+
+async def test_over_http_the_hook_sees_the_tokens_client_and_can_refuse(tmp_path: Path) -> None:
+    alice = Token.make("alice")
+    (tmp_path / "memoir-layer.toml").write_text(LAYER.replace("{store}", '"layer.db"') + HOOK)
+    config = write_config(
+        tmp_path / "etc",
+        tokens=(alice,),
+        extra=f'[server]\nextra_tools = true\nlayer_file = "{tmp_path / "memoir-layer.toml"}"\n\n'
+        '[server.layer_scope]\norg_id = "acme"',
+    )
+    server = start_http_server(tmp_path, "http", config=config)
+    try:
+        with anyio.fail_after(_WAIT_S):
+            async with mcp_client(server.mcp_url, token=alice.value) as client:
+                mine = await client.call_tool(
+                    "memorize", {"conversation": TEA, "scope": {"user_id": "alice"}}
+                )
+                other = await client.call_tool(
+                    "retrieve", {"query": "green tea", "scope": {"user_id": "bob"}}
+                )
+    finally:
+        assert stop_http_server(server) == 0, "".join(server.stderr)
+    assert not mine.is_error and mine.structured_content["items_added"]
+    message = _error(other)
+    seen = json.dumps({"authenticated": True, "id": "alice", "transport": "http"}, sort_keys=True)
+    assert f"principal {seen} may not use 'bob'" in message
+
+
+async def test_a_hook_that_cannot_be_imported_is_a_tool_error_naming_it(tmp_path: Path) -> None:
+    hook = '\nauthorise = "no_such_package.guards:tenant_guard"\n'
+    server = _server(tmp_path, 'org_id = "acme"', layer_extra=hook)
+    with anyio.fail_after(_WAIT_S):
+        async with Client(server, mode="legacy") as client:
+            result = await client.call_tool("memorize", {"content": "x", "scope": {"user_id": "a"}})
+    message = _error(result)
+    assert "no_such_package.guards:tenant_guard" in message
+    assert "module 'no_such_package.guards' cannot be imported" in message

@@ -19,6 +19,7 @@ import numpy as np
 
 from memory_core.errors import SchemaError
 from memory_core.storage.layer.centroids import CategorySums, Membership, fold_item_changes
+from memory_core.storage.layer.leases import MemoryLeases
 from memory_core.storage.layer.port import (
     CategoryRow,
     DdlMode,
@@ -100,6 +101,7 @@ class InMemoryLayerStore:
         self._latest: dict[tuple[str, ...], IntentionRow] = {}
         self._revisions: list[RevisionRow] = []
         self._runs: list[RunRow] = []
+        self._leases = MemoryLeases()
 
     def provision(self, fields: Sequence[str], mode: DdlMode) -> None:
         with self._lock:
@@ -352,6 +354,12 @@ class InMemoryLayerStore:
         # one lock: no other thread sees the store half way (nothing to roll back to)
         with self._lock:
             return work()
+
+    def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        return self._leases.claim(name, holder, ttl_s)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        self._leases.release(name, holder)
 
     def close(self) -> None:
         return None

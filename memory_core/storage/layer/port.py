@@ -239,6 +239,16 @@ class LayerStore(Protocol):
         the run log: for resume, which is rare."""
         ...
 
+    def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Claims lease ``name`` for ``holder`` until ``ttl_s`` seconds from now (or renews it
+        when ``holder`` holds it already); False when another holder's lease has not expired.
+        Every process on this store sees the same leases (:mod:`~.leases`)."""
+        ...
+
+    def release_lease(self, name: str, holder: str) -> None:
+        """Drops lease ``name`` if ``holder`` still holds it."""
+        ...
+
     def atomically(self, work: Callable[[], T]) -> T:
         """``work()``, whose calls on this store form one transaction (a server backend may
         run ``work`` again after a deadlock, so it must have no effect outside the store)."""

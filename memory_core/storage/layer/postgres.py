@@ -41,6 +41,12 @@ from memory_core.errors import ConfigError, MemoirError, SchemaError
 from memory_core.storage.layer import centroids
 from memory_core.storage.layer import sql_common as sql
 from memory_core.storage.layer.centroids import CategorySums, Membership
+from memory_core.storage.layer.leases import (
+    LEASE_TABLE_DDL,
+    lease_claim_sql,
+    lease_holder_sql,
+    lease_release_sql,
+)
 from memory_core.storage.layer.memory import lexical_tokens
 from memory_core.storage.layer.port import (
     CategoryRow,
@@ -127,6 +133,7 @@ def layer_pg_ddl(fields: Sequence[str]) -> list[str]:
         f"run_id {key} PRIMARY KEY, kind TEXT NOT NULL, body TEXT NOT NULL, "
         "created_at DOUBLE PRECISION NOT NULL)",
         *centroids.sums_ddl(fields, text=key, blob="BYTEA", real="DOUBLE PRECISION"),
+        LEASE_TABLE_DDL.format(real="DOUBLE PRECISION"),
     ]
 
 
@@ -203,6 +210,7 @@ class PostgresLayerStore:
         self._local = threading.local()  # the connection of this thread's atomically() block
         self._grown = 0  # items this process added since its last ANALYZE (or since opening)
         self._analyze_lock = threading.Lock()
+        self._lease_table = False  # created (if missing) on the first claim
 
     @property
     def location(self) -> str:
@@ -309,6 +317,7 @@ class PostgresLayerStore:
             self._ensure_extension()
             self._ensure_meta_table()
             self._write(create)
+            self._lease_table = True
         if self._regclass("layer_item") and not self._regclass(centroids.SUMS_TABLE):
             raise SchemaError(
                 f"ddl_mode='validate' but {self.location} predates the category centroid sums "
@@ -745,6 +754,28 @@ class PostgresLayerStore:
             [kind, runner_run_id],
         )
         return sql.run_row(rows[0]) if rows else None
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        if not self._lease_table:
+            # a store provisioned before leases, or opened in validate mode, has no table yet
+            def create(conn: Conn) -> None:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                conn.execute(LEASE_TABLE_DDL.format(real="DOUBLE PRECISION").encode())
+
+            self._write(create)
+            self._lease_table = True
+
+        def work(conn: Conn) -> bool:
+            conn.execute(lease_claim_sql("postgres").encode(), [name, holder, ttl_s])
+            row = conn.execute(lease_holder_sql("postgres").encode(), [name]).fetchone()
+            return row is not None and row[0] == holder
+
+        return self._write(work)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        self._write(lambda c: c.execute(lease_release_sql("postgres").encode(), [name, holder]))
 
     def close(self) -> None:
         self._db.close_all()

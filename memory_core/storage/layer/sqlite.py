@@ -30,6 +30,12 @@ from memory_core.errors import (
 from memory_core.storage.layer import centroids
 from memory_core.storage.layer import sql_common as sql
 from memory_core.storage.layer.centroids import CategorySums, Membership
+from memory_core.storage.layer.leases import (
+    LEASE_TABLE_DDL,
+    lease_claim_sql,
+    lease_holder_sql,
+    lease_release_sql,
+)
 from memory_core.storage.layer.port import (
     CategoryRow,
     DdlMode,
@@ -90,6 +96,7 @@ def layer_ddl(fields: Sequence[str]) -> list[str]:
         "body TEXT NOT NULL, created_at REAL NOT NULL)",
         *centroids.sums_ddl(fields, text="TEXT", blob="BLOB", real="REAL"),
         *ITEM_GENERATION_DDL,
+        LEASE_TABLE_DDL.format(real="REAL"),
     ]
 
 
@@ -600,6 +607,21 @@ class SqliteLayerStore:
             [kind, runner_run_id],
         )
         return sql.run_row(rows[0]) if rows else None
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        def work(conn: Any) -> bool:
+            # a store provisioned before leases, or opened in validate mode, has no table yet
+            conn.execute(LEASE_TABLE_DDL.format(real="REAL"))
+            conn.execute(lease_claim_sql("sqlite"), [name, holder, ttl_s])
+            row = conn.execute(lease_holder_sql("sqlite"), [name]).fetchone()
+            return row is not None and row[0] == holder
+
+        return self._write(work)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        self._write(lambda c: c.execute(lease_release_sql("sqlite"), [name, holder]))
 
     def close(self) -> None:
         with self._lock:
