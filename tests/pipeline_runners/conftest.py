@@ -6,15 +6,61 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pydantic_ai.models
 import pytest
 from store_testkit import start_pgserver
 
+from memory_core.pipeline.contract import Runner, SyncRunner
+from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.runners.temporal_dev_server import TemporalDevServer
 from memory_core.pipeline.runners.temporal_runner import TemporalRunner
+from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.conftest import fresh_pg_schema
+from tests.pipeline.layer_kit import CATEGORIES, OrgScope
+
+# The three stores every memory-layer runner test runs on.
+BACKENDS = [
+    pytest.param("memory", id="memory"),
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(autouse=True)
+def no_real_model_requests() -> Iterator[None]:
+    previous = pydantic_ai.models.ALLOW_MODEL_REQUESTS
+    pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
+    yield
+    pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
+
+
+def runner_named(request: pytest.FixtureRequest, folder: Path, name: str) -> Runner:
+    """``sync``, ``burr`` (its state under ``folder``), or the session's ``temporal`` /
+    ``temporal_local`` runner."""
+    if name == "sync":
+        return SyncRunner()
+    if name == "burr":
+        return BurrRunner(folder)
+    runner: Runner = request.getfixturevalue(f"{name}_runner")
+    return runner
+
+
+def org_service(runner: Runner, metadata_store: Any = None, **options: Any) -> MemoryService:
+    """The layer kit's org / user service on ``runner`` and ``metadata_store`` (default: a new
+    in-memory store); ``options`` go to :meth:`MemoryService.create`."""
+    return MemoryService.create(
+        scope_model=OrgScope,
+        categories=CATEGORIES,
+        storage_providers={"metadata_store": metadata_store or InMemoryLayerStore()},
+        boundary_fields=["org_id"],
+        embedder="hash:256",
+        runner=runner,
+        **options,
+    )
 
 
 @pytest.fixture(scope="session")

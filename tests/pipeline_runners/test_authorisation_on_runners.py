@@ -10,15 +10,11 @@ from typing import Any
 import pytest
 
 from memory_core.pipeline.authorisation import AccessDeniedError
-from memory_core.pipeline.contract import Runner
-from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.scopes import ANY, ScopeSelector
-from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
-from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, EVE, OrgScope
+from tests.pipeline.layer_kit import ALICE, BOB, EVE
 from tests.pipeline.test_authorisation import ANN_AT_ACME, TenantGuard
-from tests.pipeline_runners.conftest import StoreFactory
-from tests.pipeline_runners.test_layer_on_runners import BACKENDS
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -30,20 +26,10 @@ def test_the_hook_narrows_and_refuses_before_the_runner_starts(
     name: str,
     backend: str,
 ) -> None:
-    runner: Runner = (
-        BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue("temporal_runner")
-    )
+    runner = runner_named(request, tmp_path, name)
     store: Any = fresh_store(backend)
     guard = TenantGuard()
-    service = MemoryService.create(
-        scope_model=OrgScope,
-        categories=CATEGORIES,
-        storage_providers={"metadata_store": store},
-        boundary_fields=["org_id"],
-        embedder="hash:256",
-        runner=runner,
-        authorise=guard,
-    )
+    service = org_service(runner, store, authorise=guard)
     try:
         service.memorize(ALICE, content="Alice always prefers dark roast coffee in the morning.")
         service.memorize(BOB, content="Bob prefers green tea and never drinks coffee.")

@@ -9,13 +9,9 @@ from typing import Any
 
 import pytest
 
-from memory_core.pipeline.contract import Runner
-from memory_core.pipeline.runners.burr_runner import BurrRunner
-from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
-from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
-from tests.pipeline_runners.conftest import StoreFactory
-from tests.pipeline_runners.test_layer_on_runners import BACKENDS
+from tests.pipeline.layer_kit import ALICE
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -27,19 +23,9 @@ def test_a_scheduled_evolve_runs_on_the_services_runner_and_is_logged_as_its_run
     name: str,
     backend: str,
 ) -> None:
-    runner: Runner = (
-        BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue("temporal_runner")
-    )
+    runner = runner_named(request, tmp_path, name)
     store: Any = fresh_store(backend)
-    service = MemoryService.create(
-        scope_model=OrgScope,
-        categories=CATEGORIES,
-        storage_providers={"metadata_store": store},
-        boundary_fields=["org_id"],
-        embedder="hash:256",
-        runner=runner,
-        evolve_schedule={"every_memorizes": 2},
-    )
+    service = org_service(runner, store, evolve_schedule={"every_memorizes": 2})
     try:
         first = service.memorize(ALICE, content="I always prefer dark roast coffee.")
         assert first.scheduled_evolve is not None

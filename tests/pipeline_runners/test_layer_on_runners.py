@@ -4,11 +4,9 @@ one suite over runners x backends, each compared with the sync runner on the sam
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models
 import pytest
 
 from memory_core.errors import ConfigError, InvalidInputError, PipelineRunError
@@ -16,45 +14,10 @@ from memory_core.pipeline.contract import Runner, State, StepSpec, SyncRunner
 from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.scopes import ANY, ScopeSelector
-from memory_core.pipeline.service import MemoryService
 from memory_core.pipeline.steps import LLMHandle, StepContext
 from memory_core.storage.layer import InMemoryLayerStore
-from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, CHAT, EVE, OrgScope
-from tests.pipeline_runners.conftest import StoreFactory
-
-BACKENDS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
-
-
-@pytest.fixture(autouse=True)
-def no_real_model_requests() -> Iterator[None]:
-    previous = pydantic_ai.models.ALLOW_MODEL_REQUESTS
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
-    yield
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
-
-
-def _runner(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> Runner:
-    if name == "sync":
-        return SyncRunner()
-    if name == "burr":
-        return BurrRunner(tmp_path)
-    runner: Runner = request.getfixturevalue(f"{name}_runner")
-    return runner
-
-
-def _service(runner: Runner, metadata_store: Any = None) -> MemoryService:
-    return MemoryService.create(
-        scope_model=OrgScope,
-        categories=CATEGORIES,
-        storage_providers={"metadata_store": metadata_store or InMemoryLayerStore()},
-        boundary_fields=["org_id"],
-        embedder="hash:256",
-        runner=runner,
-    )
+from tests.pipeline.layer_kit import ALICE, BOB, CHAT, EVE
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
 
 
 def _run_record(run: dict[str, Any]) -> tuple[Any, ...]:
@@ -72,7 +35,7 @@ def _run_record(run: dict[str, Any]) -> tuple[Any, ...]:
 
 def _session(runner: Runner, metadata_store: Any = None) -> dict[str, Any]:
     """memorize, retrieve and evolve on a fresh service; what each returned, without ids."""
-    service = _service(runner, metadata_store)
+    service = org_service(runner, metadata_store)
     try:
         memorized = service.memorize(ALICE, conversation=CHAT)
         texts = {
@@ -117,7 +80,7 @@ def test_the_layer_behaves_the_same_on_every_runner_and_backend(
     if backend not in _SYNC_SESSIONS:  # the sync baseline, once per backend
         _SYNC_SESSIONS[backend] = _session(SyncRunner(), fresh_store(backend))
     on_sync = _SYNC_SESSIONS[backend]
-    runner = _runner(request, tmp_path, name)
+    runner = runner_named(request, tmp_path, name)
 
     got = _session(runner, fresh_store(backend))
 
@@ -139,9 +102,9 @@ def test_the_boundary_and_pipeline_revisions_hold_on_every_runner_and_backend(
     name: str,
     backend: str,
 ) -> None:
-    runner = _runner(request, tmp_path, name)
+    runner = runner_named(request, tmp_path, name)
     store = fresh_store(backend)
-    service = _service(runner, store)
+    service = org_service(runner, store)
     try:
         for scope, chat in ((ALICE, CHAT), (BOB, BOB_CHAT), (EVE, EVE_CHAT)):
             service.memorize(scope, conversation=chat)
@@ -190,16 +153,8 @@ def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and
             raise RuntimeError("disk on fire")
         return {}
 
-    runner = _runner(request, tmp_path, name)
-    service = MemoryService.create(
-        scope_model=OrgScope,
-        categories=CATEGORIES,
-        storage_providers={"metadata_store": fresh_store(backend)},
-        boundary_fields=["org_id"],
-        embedder="hash:256",
-        runner=runner,
-        steps={"flaky": flaky},
-    )
+    runner = runner_named(request, tmp_path, name)
+    service = org_service(runner, fresh_store(backend), steps={"flaky": flaky})
     try:
         service.insert_after("route_intention", step("flaky", "flaky", "check", always_fail=True))
         with pytest.raises(PipelineRunError, match="disk on fire"):
@@ -231,8 +186,8 @@ def test_memorize_is_idempotent_and_merges_near_duplicates_on_every_runner_and_b
     name: str,
     backend: str,
 ) -> None:
-    runner = _runner(request, tmp_path, name)
-    service = _service(runner, fresh_store(backend))
+    runner = runner_named(request, tmp_path, name)
+    service = org_service(runner, fresh_store(backend))
     alice = {"org_id": ("acme",), "user_id": ("alice",)}
     try:
         first = service.memorize(ALICE, conversation=CHAT)
@@ -269,7 +224,7 @@ def test_memorize_is_idempotent_and_merges_near_duplicates_on_every_runner_and_b
 
 def test_the_burr_runner_keeps_the_layers_run_state(tmp_path: Path) -> None:
     runner = BurrRunner(tmp_path)
-    service = _service(runner)
+    service = org_service(runner)
 
     service.memorize(ALICE, conversation=CHAT)
 

@@ -6,34 +6,22 @@ payloads intact, and the stored items keep their page evidence."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models
 import pytest
 from fpdf import FPDF
 from PIL import Image, ImageDraw, ImageFont
 
 from memory_core.pipeline.contract import Runner, SyncRunner
-from memory_core.pipeline.runners.burr_runner import BurrRunner
-from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
-from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
-from tests.pipeline_runners.conftest import StoreFactory
+from tests.pipeline.layer_kit import ALICE
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
 
 PAGES = [
     "The quarterly budget review is scheduled for the third week of March.",
     "Our team must migrate the billing service to PostgreSQL before the summer release.",
 ]
-
-
-@pytest.fixture(autouse=True)
-def no_real_model_requests() -> Iterator[None]:
-    previous = pydantic_ai.models.ALLOW_MODEL_REQUESTS
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
-    yield
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
 
 
 @pytest.fixture(scope="module")
@@ -57,21 +45,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"pdf": folder / "plan.pdf", "png": folder / "board.png", "wav": folder / "call.wav"}
 
 
-BACKENDS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
-
-
 def _session(runner: Runner, files: dict[str, Path], metadata_store: Any = None) -> dict[str, Any]:
-    service = MemoryService.create(
-        scope_model=OrgScope,
-        categories=CATEGORIES,
-        storage_providers={"metadata_store": metadata_store or InMemoryLayerStore()},
-        boundary_fields=["org_id"],
-        embedder="hash:256",
-        runner=runner,
+    service = org_service(
+        runner,
+        metadata_store,
         allowed_roots=sorted({str(p.parent) for p in files.values()}),
     )
     out: dict[str, Any] = {}
@@ -117,7 +94,5 @@ def test_preprocessing_gives_the_same_items_on_every_runner(
     if backend not in _SYNC_ON:  # the sync baseline on this backend, once
         _SYNC_ON[backend] = _session(SyncRunner(), files, fresh_store(backend))
     assert _SYNC_ON[backend] == on_sync  # the store does not change what preprocessing reads
-    runner: Runner = (
-        BurrRunner(tmp_path) if name == "burr" else request.getfixturevalue(f"{name}_runner")
-    )
+    runner = runner_named(request, tmp_path, name)
     assert _session(runner, files, fresh_store(backend)) == on_sync

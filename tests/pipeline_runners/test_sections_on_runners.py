@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models
 import pytest
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
@@ -28,24 +27,16 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio.client import Client
 
 from memory_core.errors import InvalidInputError, ScopeMismatchError
-from memory_core.pipeline.contract import ResumableRunner, Runner, SyncRunner
+from memory_core.pipeline.contract import ResumableRunner, Runner
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.scopes import ScopeSelector
 from memory_core.pipeline.service import DDL_VERSION, AsyncMemoryService, MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE, BOB, CATEGORIES, CHAT, OrgScope
-from tests.pipeline_runners.conftest import StoreFactory
+from tests.pipeline_runners.conftest import StoreFactory, runner_named
 
 ALICE_ONLY = ScopeSelector(org_id="acme", user_id="alice")
 ALICE_FILTER = {"org_id": ("acme",), "user_id": ("alice",)}
-
-
-@pytest.fixture(autouse=True)
-def no_real_model_requests() -> Iterator[None]:
-    previous = pydantic_ai.models.ALLOW_MODEL_REQUESTS
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
-    yield
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
 
 
 @pytest.fixture(
@@ -62,12 +53,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(params=["sync", "burr", "temporal", "temporal_local"])
 def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Runner:
     """Each runner; the Temporal ones are the session's (one dev server, one worker each)."""
-    if request.param == "sync":
-        return SyncRunner()
-    if request.param == "burr":
-        return BurrRunner(tmp_path / "burr")
-    found: Runner = request.getfixturevalue(f"{request.param}_runner")
-    return found
+    return runner_named(request, tmp_path / "burr", request.param)
 
 
 ServiceFactory = Callable[..., MemoryService]

@@ -6,35 +6,22 @@ span in their evidence on Burr and Temporal as on sync, on the in-memory, SQLite
 from __future__ import annotations
 
 import wave
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_core.pipeline.contract import Runner, SyncRunner
-from memory_core.pipeline.runners.burr_runner import BurrRunner
-from memory_core.pipeline.service import MemoryService
 from memory_core.storage.layer import InMemoryLayerStore
-from tests.pipeline.layer_kit import ALICE, CATEGORIES, OrgScope
-from tests.pipeline_runners.conftest import StoreFactory
-from tests.pipeline_runners.test_layer_on_runners import BACKENDS
+from tests.pipeline.layer_kit import ALICE
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
 
 TRANSCRIPT = (
     "[00:00:01] We decided to ship the mobile release on Tuesday.\n"
     "[00:00:04 - 00:00:06] The quarterly budget review moves to the third week of March."
 )
-
-
-@pytest.fixture(autouse=True)
-def no_real_model_requests() -> Iterator[None]:
-    previous = pydantic_ai.models.ALLOW_MODEL_REQUESTS
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
-    yield
-    pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous
 
 
 def _transcriber(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -48,13 +35,9 @@ def _evidence(runner: Runner, store: Any, folder: Path) -> list[tuple[str, dict[
         out.setsampwidth(2)
         out.setframerate(8000)
         out.writeframes(b"\x00\x10" * 8000 * 6)  # six seconds of a constant tone
-    service = MemoryService.create(
-        scope_model=OrgScope,
-        categories=CATEGORIES,
-        storage_providers={"metadata_store": store},
-        boundary_fields=["org_id"],
-        embedder="hash:256",
-        runner=runner,
+    service = org_service(
+        runner,
+        store,
         llm_providers={
             "default": {"model": "offline"},
             "ear": {"model": FunctionModel(_transcriber)},
@@ -83,9 +66,5 @@ def test_timed_evidence_is_the_same_on_every_runner(
     on_sync = _evidence(SyncRunner(), fresh_store(backend), tmp_path)
     times = [(e["timestamp"], e["start_s"], e.get("end_s")) for _text, e in on_sync]
     assert sorted(times) == [("00:00:01", 1.0, 4.0), ("00:00:04", 4.0, 6.0)]
-    runner: Runner = (
-        BurrRunner(tmp_path / "burr")
-        if name == "burr"
-        else request.getfixturevalue("temporal_runner")
-    )
+    runner = runner_named(request, tmp_path / "burr", name)
     assert _evidence(runner, fresh_store(backend), tmp_path) == on_sync
