@@ -171,12 +171,13 @@ def when_to_apply_match(
     """
     best, best_index = 0.0, -1
     for index, terms in enumerate(conditions):
-        total = sum(w for _, w in terms)
-        if not total:
+        # Most conditions share no strong word with the task: test that first (a condition
+        # with one has a positive total), before summing its weights.
+        if not any(w == 1.0 and s in task for s, w in terms):
             continue
+        total = sum(w for _, w in terms)
         hit = sum(w for s, w in terms if s in task)
-        strong = any(w == 1.0 and s in task for s, w in terms)
-        if strong and hit / total > best:
+        if hit / total > best:
             best, best_index = hit / total, index
     return round(best, 4), best_index
 
