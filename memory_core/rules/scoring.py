@@ -190,12 +190,17 @@ class QueryFeatures:
     layer_confidence: Mapping[str, float]
     topics: frozenset[str]  # detected topics with their broad parents
     task_stems: frozenset[str]
-    # The best layer confidence (layer_match's denominator), worked out once per query
-    # instead of once per candidate.
-    top_confidence: float = field(init=False, repr=False, compare=False)
+    # The layer match of each candidate layer (its confidence over the best one), worked
+    # out once per query instead of once per candidate.
+    candidate_layer_match: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "top_confidence", max(self.layer_confidence.values(), default=0.0))
+        top = max(self.layer_confidence.values(), default=0.0)
+        matches = {
+            layer: round(confidence / top, 4) if top else 0.0
+            for layer, confidence in self.layer_confidence.items()
+        }
+        object.__setattr__(self, "candidate_layer_match", matches)
 
 
 def _signals(
@@ -207,10 +212,13 @@ def _signals(
     semantic: float | None,
     query: QueryFeatures,
     wta_cache: dict[int, tuple[float, int]] | None,
+    condition_strong: frozenset[str] | None = None,
 ) -> tuple[float, float, int, float, float, float, float]:
     """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic)."""
     authority = 1.0 if not rule_authoritative_for.isdisjoint(query.topics) else 0.0
-    if wta_cache is None:
+    if condition_strong is not None and condition_strong.isdisjoint(query.task_stems):
+        wta, which = 0.0, -1  # what when_to_apply_match finds: no condition is met
+    elif wta_cache is None:
         wta, which = when_to_apply_match(conditions, query.task_stems)
     else:
         # Rule-level conditions are shared by every directive of the rule: match them once.
@@ -222,8 +230,7 @@ def _signals(
     if layer == "*" or (query.layer is not None and layer == query.layer):
         layer_match = 1.0
     else:
-        top = query.top_confidence
-        layer_match = round(query.layer_confidence.get(layer, 0.0) / top, 4) if top else 0.0
+        layer_match = query.candidate_layer_match.get(layer, 0.0)
     shared = len(topics & query.topics)
     union = len(topics) + len(query.topics) - shared
     overlap = round(shared / union, 4) if union else 0.0
@@ -242,10 +249,23 @@ def signal_values(
     semantic: float | None,
     query: QueryFeatures,
     wta_cache: dict[int, tuple[float, int]] | None = None,
+    condition_strong: frozenset[str] | None = None,
 ) -> tuple[float, float, int, float, float, float, float]:
-    """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic)."""
+    """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic).
+
+    ``condition_strong``: the strong stems of all of ``conditions`` (the index keeps them per
+    directive); when the task shares none, the conditions are not matched one by one.
+    """
     return _signals(
-        severity, layer, topics, conditions, rule_authoritative_for, semantic, query, wta_cache
+        severity,
+        layer,
+        topics,
+        conditions,
+        rule_authoritative_for,
+        semantic,
+        query,
+        wta_cache,
+        condition_strong,
     )
 
 

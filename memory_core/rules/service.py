@@ -493,6 +493,7 @@ class RulesService:
                 semantic=sim,
                 query=features,
                 wta_cache=wta_cache,
+                condition_strong=directive.condition_strong,
             )
             rel = relevance(
                 semantic=sim,
@@ -502,14 +503,15 @@ class RulesService:
                 authority=values[0],
                 topic_overlap=values[4],
             )
+            # Positional: item id, total, relevance, similarity, lexical rank, MUST.
             candidates.append(
                 Candidate(
-                    item_id=item_id,
-                    total=total_of(values, weight_of),
-                    relevance=rel,
-                    semantic=sim or 0.0,
-                    lexical_rank=rank,
-                    must=directive.severity == "MUST",
+                    item_id,
+                    total_of(values, weight_of),
+                    rel,
+                    sim or 0.0,
+                    rank,
+                    directive.severity == "MUST",
                 )
             )
         # The budget is a ceiling: only candidates relevant to the task are ranked.
