@@ -347,6 +347,7 @@ def score_directive(
     weights: Mapping[str, float],
     relevance: float | None = None,
     total: float | None = None,
+    values: tuple[float, float, int, float, float, float, float] | None = None,
 ) -> ScoreBreakdown:
     """Score one directive against the task (pure; Requirements 3.2–3.8).
 
@@ -354,13 +355,16 @@ def score_directive(
         relevance: the directive's task relevance, when the ranking stage computed it: kept
             in the breakdown, with a reason saying it.
         total: the ranking stage's final score, to report instead of the weighted total.
+        values: this directive's :func:`signal_values` for this query and ``semantic``, when
+            the ranking stage already has them (not worked out again).
 
     Returns:
         The breakdown: every signal, the weights, the total and human-readable reasons.
     """
-    values = _signals(
-        severity, layer, topics, conditions, rule_authoritative_for, semantic, query, None
-    )
+    if values is None:
+        values = _signals(
+            severity, layer, topics, conditions, rule_authoritative_for, semantic, query, None
+        )
     authority, wta, which, layer_match, overlap, severity_boost, sim = values
     reasons: list[str] = []
     if authority:

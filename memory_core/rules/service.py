@@ -479,6 +479,8 @@ class RulesService:
         lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
         weight_of = weight_vector(weights)
         candidates: list[Candidate] = []
+        # Kept for the explanations of the directives shown (their breakdown reuses them).
+        signals_of: dict[int, tuple[float, float, int, float, float, float, float]] = {}
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
@@ -495,6 +497,7 @@ class RulesService:
                 wta_cache=wta_cache,
                 condition_strong=directive.condition_strong,
             )
+            signals_of[item_id] = values
             rel = relevance(
                 semantic=sim,
                 lexical_rank=rank,
@@ -547,6 +550,7 @@ class RulesService:
                 weights=weights,
                 relevance=relevance_of[item_id],
                 total=score,
+                values=signals_of[item_id],
             )
             reason = short_reason(
                 shared_words=(
