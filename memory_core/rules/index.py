@@ -49,6 +49,9 @@ class IndexedDirective:
     topic_set: frozenset[str]  # with broad parents
     conditions: tuple[str, ...]  # directive-level, then rule-level
     condition_terms: tuple[tuple[tuple[str, float], ...], ...]
+    # The strong (non-generic) stems of all its conditions: a task sharing none of them
+    # meets none, and most candidates of a query are ruled out by one set test.
+    condition_strong: frozenset[str]
     token_count: int
     uri: str
     line_start: int | None
@@ -181,6 +184,7 @@ def build_index(
             topic_set=topic_set,
             conditions=conditions,
             condition_terms=all_terms,
+            condition_strong=frozenset(s for terms in all_terms for s, w in terms if w == 1.0),
             token_count=row.token_count,
             uri=row.uri,
             line_start=row.start_line,

@@ -20,15 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
 
 from memory_core.rules.relevance import RelevanceGate
 
 __all__ = ["Candidate", "RankParams", "rank_candidates"]
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One candidate directive as the ranking stage sees it.
+class Candidate(NamedTuple):
+    """One candidate directive as the ranking stage sees it (a named tuple: a query builds
+    one per candidate, ~235 at 2k directives, and a tuple is made 4x faster than a frozen
+    dataclass).
 
     Attributes:
         item_id: the directive's item id (ties are broken by it).
@@ -65,32 +69,51 @@ class RankParams:
     gate: RelevanceGate = field(default_factory=RelevanceGate)
 
 
-def _fusion(candidates: Sequence[Candidate], params: RankParams) -> dict[int, float]:
-    """Weighted reciprocal-rank fusion of the relevance, similarity and lexical rankings;
-    first place in a ranking is worth its weight, a candidate absent from one gets 0."""
-    k = params.fusion_k
-    fused = dict.fromkeys((c.item_id for c in candidates), 0.0)
-    rankings = (
-        (params.fusion_relevance, sorted(candidates, key=lambda c: (-c.relevance, c.item_id))),
-        (
-            params.fusion_semantic,
-            sorted(
-                (c for c in candidates if c.semantic > 0), key=lambda c: (-c.semantic, c.item_id)
-            ),
-        ),
-        (
-            params.fusion_lexical,
-            sorted(
-                (c for c in candidates if c.lexical_rank is not None),
-                key=lambda c: (c.lexical_rank, c.item_id),
-            ),
-        ),
+def _columns(candidates: Sequence[Candidate]) -> tuple[np.ndarray, ...]:
+    """(item ids, totals, relevances, similarities, lexical ranks (-1: none), MUST flags)."""
+    ids, totals, relevances, similarities, lexical_ranks, musts = zip(*candidates, strict=True)
+    return (
+        np.array(ids, dtype=np.int64),
+        np.array(totals, dtype=np.float64),
+        np.array(relevances, dtype=np.float64),
+        np.array(similarities, dtype=np.float64),
+        np.array([-1 if r is None else r for r in lexical_ranks], dtype=np.int64),
+        np.array(musts, dtype=bool),
     )
-    for weight, ranking in rankings:
+
+
+def _fused(
+    ids: np.ndarray,
+    relevances: np.ndarray,
+    similarities: np.ndarray,
+    lexical_ranks: np.ndarray,
+    params: RankParams,
+) -> np.ndarray:
+    """Weighted reciprocal-rank fusion of the relevance, similarity and lexical rankings,
+    per candidate; first place in a ranking is worth its weight, a candidate absent from one
+    gets 0. Same floating-point operations, in the same order, as a loop over the rankings
+    (``np.lexsort`` is stable and its last key is the primary one)."""
+    k = params.fusion_k
+    fused = np.zeros(len(ids))
+    rankings = (
+        (params.fusion_relevance, np.arange(len(ids)), -relevances),
+        (params.fusion_semantic, np.flatnonzero(similarities > 0), -similarities),
+        (params.fusion_lexical, np.flatnonzero(lexical_ranks >= 0), lexical_ranks),
+    )
+    for weight, members, key in rankings:
         if weight:
-            for rank, candidate in enumerate(ranking):
-                fused[candidate.item_id] += weight * k / (k + rank)
+            ranking = members[np.lexsort((ids[members], key[members]))]
+            fused[ranking] += weight * k / (k + np.arange(len(ranking)))
     return fused
+
+
+def _fusion(candidates: Sequence[Candidate], params: RankParams) -> dict[int, float]:
+    """:func:`_fused` by item id (``bench/rules_eval/tune_rank.py`` reads the features)."""
+    if not candidates:
+        return {}
+    ids, _, relevances, similarities, lexical_ranks, _ = _columns(candidates)
+    fused = _fused(ids, relevances, similarities, lexical_ranks, params)
+    return dict(zip(ids.tolist(), fused.tolist(), strict=True))
 
 
 def rank_candidates(
@@ -98,27 +121,30 @@ def rank_candidates(
 ) -> tuple[list[tuple[float, int]], int]:
     """Gate the candidates on relevance, then order the kept ones.
 
+    The arithmetic runs on numpy columns (~235 candidates a query at 2k directives); the
+    final rounding is Python's ``round``, as before, so scores are unchanged to the bit.
+
     Returns:
         ((score, item id) best first, how many were left out as not relevant enough).
     """
     params = params or RankParams()
-    by_relevance = sorted(candidates, key=lambda c: (-c.relevance, -c.total, c.item_id))
-    keep = params.gate.cut([c.relevance for c in by_relevance])
+    if not candidates:
+        return [], 0
+    columns = _columns(candidates)
+    ids, totals, relevances, _, _, _ = columns
+    by_relevance = np.lexsort((ids, -totals, -relevances))
+    keep = params.gate.cut(relevances[by_relevance].tolist())
     kept = by_relevance[:keep]
-    fused = _fusion(kept, params)
-    scored = [
-        (
-            round(
-                c.total
-                + params.relevance_weight * c.relevance
-                + fused[c.item_id]
-                + (params.must_bonus if c.must else 0.0),
-                4,
-            ),
-            c.semantic,
-            c.item_id,
-        )
-        for c in kept
-    ]
-    scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
-    return [(score, item_id) for score, _, item_id in scored], len(candidates) - keep
+    ids, totals, relevances, similarities, lexical_ranks, musts = (c[kept] for c in columns)
+    fused = _fused(ids, relevances, similarities, lexical_ranks, params)
+    raw = (
+        totals
+        + params.relevance_weight * relevances
+        + fused
+        + np.where(musts, params.must_bonus, 0.0)
+    )
+    scores = np.array([round(value, 4) for value in raw.tolist()])
+    order = np.lexsort((ids, -similarities, -scores))
+    return list(zip(scores[order].tolist(), ids[order].tolist(), strict=True)), len(
+        candidates
+    ) - keep

@@ -171,12 +171,13 @@ def when_to_apply_match(
     """
     best, best_index = 0.0, -1
     for index, terms in enumerate(conditions):
-        total = sum(w for _, w in terms)
-        if not total:
+        # Most conditions share no strong word with the task: test that first (a condition
+        # with one has a positive total), before summing its weights.
+        if not any(w == 1.0 and s in task for s, w in terms):
             continue
+        total = sum(w for _, w in terms)
         hit = sum(w for s, w in terms if s in task)
-        strong = any(w == 1.0 and s in task for s, w in terms)
-        if strong and hit / total > best:
+        if hit / total > best:
             best, best_index = hit / total, index
     return round(best, 4), best_index
 
@@ -189,12 +190,17 @@ class QueryFeatures:
     layer_confidence: Mapping[str, float]
     topics: frozenset[str]  # detected topics with their broad parents
     task_stems: frozenset[str]
-    # The best layer confidence (layer_match's denominator), worked out once per query
-    # instead of once per candidate.
-    top_confidence: float = field(init=False, repr=False, compare=False)
+    # The layer match of each candidate layer (its confidence over the best one), worked
+    # out once per query instead of once per candidate.
+    candidate_layer_match: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "top_confidence", max(self.layer_confidence.values(), default=0.0))
+        top = max(self.layer_confidence.values(), default=0.0)
+        matches = {
+            layer: round(confidence / top, 4) if top else 0.0
+            for layer, confidence in self.layer_confidence.items()
+        }
+        object.__setattr__(self, "candidate_layer_match", matches)
 
 
 def _signals(
@@ -206,10 +212,13 @@ def _signals(
     semantic: float | None,
     query: QueryFeatures,
     wta_cache: dict[int, tuple[float, int]] | None,
+    condition_strong: frozenset[str] | None = None,
 ) -> tuple[float, float, int, float, float, float, float]:
     """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic)."""
     authority = 1.0 if not rule_authoritative_for.isdisjoint(query.topics) else 0.0
-    if wta_cache is None:
+    if condition_strong is not None and condition_strong.isdisjoint(query.task_stems):
+        wta, which = 0.0, -1  # what when_to_apply_match finds: no condition is met
+    elif wta_cache is None:
         wta, which = when_to_apply_match(conditions, query.task_stems)
     else:
         # Rule-level conditions are shared by every directive of the rule: match them once.
@@ -221,8 +230,7 @@ def _signals(
     if layer == "*" or (query.layer is not None and layer == query.layer):
         layer_match = 1.0
     else:
-        top = query.top_confidence
-        layer_match = round(query.layer_confidence.get(layer, 0.0) / top, 4) if top else 0.0
+        layer_match = query.candidate_layer_match.get(layer, 0.0)
     shared = len(topics & query.topics)
     union = len(topics) + len(query.topics) - shared
     overlap = round(shared / union, 4) if union else 0.0
@@ -241,10 +249,23 @@ def signal_values(
     semantic: float | None,
     query: QueryFeatures,
     wta_cache: dict[int, tuple[float, int]] | None = None,
+    condition_strong: frozenset[str] | None = None,
 ) -> tuple[float, float, int, float, float, float, float]:
-    """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic)."""
+    """(authority, when_to_apply, condition index, layer_match, overlap, severity, semantic).
+
+    ``condition_strong``: the strong stems of all of ``conditions`` (the index keeps them per
+    directive); when the task shares none, the conditions are not matched one by one.
+    """
     return _signals(
-        severity, layer, topics, conditions, rule_authoritative_for, semantic, query, wta_cache
+        severity,
+        layer,
+        topics,
+        conditions,
+        rule_authoritative_for,
+        semantic,
+        query,
+        wta_cache,
+        condition_strong,
     )
 
 
@@ -326,6 +347,7 @@ def score_directive(
     weights: Mapping[str, float],
     relevance: float | None = None,
     total: float | None = None,
+    values: tuple[float, float, int, float, float, float, float] | None = None,
 ) -> ScoreBreakdown:
     """Score one directive against the task (pure; Requirements 3.2–3.8).
 
@@ -333,13 +355,16 @@ def score_directive(
         relevance: the directive's task relevance, when the ranking stage computed it: kept
             in the breakdown, with a reason saying it.
         total: the ranking stage's final score, to report instead of the weighted total.
+        values: this directive's :func:`signal_values` for this query and ``semantic``, when
+            the ranking stage already has them (not worked out again).
 
     Returns:
         The breakdown: every signal, the weights, the total and human-readable reasons.
     """
-    values = _signals(
-        severity, layer, topics, conditions, rule_authoritative_for, semantic, query, None
-    )
+    if values is None:
+        values = _signals(
+            severity, layer, topics, conditions, rule_authoritative_for, semantic, query, None
+        )
     authority, wta, which, layer_match, overlap, severity_boost, sim = values
     reasons: list[str] = []
     if authority:

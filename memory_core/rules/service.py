@@ -479,6 +479,8 @@ class RulesService:
         lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
         weight_of = weight_vector(weights)
         candidates: list[Candidate] = []
+        # Kept for the explanations of the directives shown (their breakdown reuses them).
+        signals_of: dict[int, tuple[float, float, int, float, float, float, float]] = {}
         for item_id in candidate_ids:
             directive = index.directives[item_id]
             rule = index.rules.get(directive.rule_id)
@@ -493,7 +495,9 @@ class RulesService:
                 semantic=sim,
                 query=features,
                 wta_cache=wta_cache,
+                condition_strong=directive.condition_strong,
             )
+            signals_of[item_id] = values
             rel = relevance(
                 semantic=sim,
                 lexical_rank=rank,
@@ -502,14 +506,15 @@ class RulesService:
                 authority=values[0],
                 topic_overlap=values[4],
             )
+            # Positional: item id, total, relevance, similarity, lexical rank, MUST.
             candidates.append(
                 Candidate(
-                    item_id=item_id,
-                    total=total_of(values, weight_of),
-                    relevance=rel,
-                    semantic=sim or 0.0,
-                    lexical_rank=rank,
-                    must=directive.severity == "MUST",
+                    item_id,
+                    total_of(values, weight_of),
+                    rel,
+                    sim or 0.0,
+                    rank,
+                    directive.severity == "MUST",
                 )
             )
         # The budget is a ceiling: only candidates relevant to the task are ranked.
@@ -545,6 +550,7 @@ class RulesService:
                 weights=weights,
                 relevance=relevance_of[item_id],
                 total=score,
+                values=signals_of[item_id],
             )
             reason = short_reason(
                 shared_words=(

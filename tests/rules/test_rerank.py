@@ -7,6 +7,11 @@ bounded preference for MUST directives, and the relevance gate in front of the o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from memory_core.rules.relevance import RelevanceGate
 from memory_core.rules.rerank import Candidate, RankParams, rank_candidates
 
@@ -76,3 +81,76 @@ def test_without_similarity_or_lexical_hits_only_those_rankings_are_empty() -> N
     b = Candidate(item_id=4, total=8.0, relevance=0.45, lexical_rank=0)
     c = Candidate(item_id=6, total=8.0, relevance=0.20)
     assert _order([a, b, c]) == [4, 5, 6]
+
+
+def _loop_ranking(
+    candidates: Sequence[Candidate], params: RankParams
+) -> tuple[list[tuple[float, int]], int]:
+    """The ranking stage as a plain loop over the candidates (what ``rank_candidates`` did
+    before it ran on numpy columns): the reference its scores and order must equal."""
+    by_relevance = sorted(candidates, key=lambda c: (-c.relevance, -c.total, c.item_id))
+    keep = params.gate.cut([c.relevance for c in by_relevance])
+    kept = by_relevance[:keep]
+    k = params.fusion_k
+    fused = dict.fromkeys((c.item_id for c in kept), 0.0)
+    rankings = (
+        (params.fusion_relevance, sorted(kept, key=lambda c: (-c.relevance, c.item_id))),
+        (
+            params.fusion_semantic,
+            sorted((c for c in kept if c.semantic > 0), key=lambda c: (-c.semantic, c.item_id)),
+        ),
+        (
+            params.fusion_lexical,
+            sorted(
+                (c for c in kept if c.lexical_rank is not None),
+                key=lambda c: (c.lexical_rank, c.item_id),
+            ),
+        ),
+    )
+    for weight, ranking in rankings:
+        if weight:
+            for rank, candidate in enumerate(ranking):
+                fused[candidate.item_id] += weight * k / (k + rank)
+    scored = [
+        (
+            round(
+                c.total
+                + params.relevance_weight * c.relevance
+                + fused[c.item_id]
+                + (params.must_bonus if c.must else 0.0),
+                4,
+            ),
+            c.semantic,
+            c.item_id,
+        )
+        for c in kept
+    ]
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    return [(score, item_id) for score, _, item_id in scored], len(candidates) - keep
+
+
+# Few distinct values, so ties in every key (relevance, total, similarity, rank) are common.
+_values = st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.3333, 0.5, 0.9, 1.2])
+_candidate_lists = st.lists(
+    st.builds(
+        Candidate,
+        item_id=st.integers(1, 10_000),
+        total=st.sampled_from([0.0, 8.0, 12.5, 14.0, 21.3333]),
+        relevance=_values,
+        semantic=_values,
+        lexical_rank=st.none() | st.integers(0, 60),
+        must=st.booleans(),
+    ),
+    max_size=40,
+    unique_by=lambda c: c.item_id,
+)
+
+
+@given(
+    _candidate_lists,
+    st.sampled_from([RankParams(), RELEVANCE_ONLY, RankParams(gate=RelevanceGate(0.3, 0.5, 1))]),
+)
+def test_the_ranking_equals_the_plain_loop_to_the_bit_ties_included(
+    candidates: list[Candidate], params: RankParams
+) -> None:
+    assert rank_candidates(candidates, params) == _loop_ranking(candidates, params)

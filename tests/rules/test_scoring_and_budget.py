@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from memory_core.errors import ConfigError
 from memory_core.rules.context_block import pack_directives
+from memory_core.rules.index import build_index
 from memory_core.rules.models import RankedDirective, ScoreBreakdown
+from memory_core.rules.persistence import DirectiveRow, RuleRow
 from memory_core.rules.scoring import (
     SIGNALS,
     SPEC_WEIGHTS,
@@ -17,6 +19,7 @@ from memory_core.rules.scoring import (
     content_stems,
     resolve_weights,
     score_directive,
+    signal_values,
     total_of,
     weight_vector,
 )
@@ -254,3 +257,46 @@ def test_a_weight_vector_totals_exactly_like_its_mapping(
 ) -> None:
     signals = (*values[:2], 0, *values[3:])
     assert total_of(signals, weight_vector(weights)) == total_of(signals, weights)  # type: ignore[arg-type]
+
+
+_CONDITION_WORDS = ["adding", "schema", "migration", "login", "endpoint", "update", "cache", "new"]
+_conditions = st.lists(
+    st.lists(st.sampled_from(_CONDITION_WORDS), min_size=1, max_size=3).map(" ".join),
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_conditions, _conditions, st.lists(st.sampled_from(_CONDITION_WORDS), max_size=4))
+def test_the_index_strong_stems_short_cut_finds_what_matching_each_condition_finds(
+    own: list[str], of_rule: list[str], task_words: list[str]
+) -> None:
+    index = build_index(
+        1,
+        [DirectiveRow(1, "d1", 5, 1, 1, "rules.md", {"rule_id": "r1", "when_to_apply": own})],
+        [RuleRow("r1", "r1", {"when_to_apply": of_rule})],
+    )
+    directive = index.directives[1]
+    # The set the index keeps: every strong (non-generic) stem of the directive's own and its
+    # rule's conditions.
+    assert directive.condition_strong == {
+        s for terms in directive.condition_terms for s, w in terms if w == 1.0
+    }
+    query = QueryFeatures(
+        layer=None,
+        layer_confidence={},
+        topics=frozenset(),
+        task_stems=content_stems(" ".join(task_words)),
+    )
+    common = {
+        "severity": "SHOULD",
+        "layer": "",
+        "topics": frozenset[str](),
+        "conditions": directive.condition_terms,
+        "rule_authoritative_for": frozenset[str](),
+        "semantic": None,
+        "query": query,
+    }
+    assert signal_values(**common, condition_strong=directive.condition_strong) == (  # type: ignore[arg-type]
+        signal_values(**common)  # type: ignore[arg-type]
+    )
