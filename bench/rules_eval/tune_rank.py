@@ -184,6 +184,19 @@ def fit(x: np.ndarray, y: np.ndarray, *, l2: float = 0.1, k: float = 10.0) -> Ra
     )
 
 
+def baseline_orders(
+    task: str, query: np.ndarray, bm25: BM25, vectors: np.ndarray
+) -> list[tuple[str, list[int]]]:
+    """The baselines' orders of the parsed directives for one task: BM25 (rows with a score
+    first), dense (cosine to ``query``, the task's embedding) and their RRF hybrid."""
+    query = query / (np.linalg.norm(query) or 1)
+    lexical_scores = bm25.scores(tokens(task))
+    lexical = [int(i) for i in np.argsort(-lexical_scores, kind="stable")]
+    lexical = [i for i in lexical if lexical_scores[i] > 0] or lexical
+    semantic = [int(i) for i in np.argsort(-(vectors @ query), kind="stable")]
+    return [("bm25", lexical), ("dense", semantic), ("hybrid", rrf(lexical, semantic))]
+
+
 def summary(rows: list[Row]) -> dict[str, float]:
     lit = [r[0] for r in rows if not r[4]]
     para = [r[0] for r in rows if r[4]]
@@ -298,18 +311,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     methods["candidates (ceiling)"][set_name].append(
                         (found / len(task.labels), 0.0, 0, len(hit), task.paraphrased)
                     )
-                    query_tokens = tokens(task.task)
                     query = await memoir.embedder.embed_query(task.task)
-                    query = query / (np.linalg.norm(query) or 1)
-                    lexical_scores = bm25.scores(query_tokens)
-                    lexical = [int(i) for i in np.argsort(-lexical_scores, kind="stable")]
-                    lexical = [i for i in lexical if lexical_scores[i] > 0] or lexical
-                    semantic = [int(i) for i in np.argsort(-(vectors @ query), kind="stable")]
-                    for method, order in (
-                        ("bm25", lexical),
-                        ("dense", semantic),
-                        ("hybrid", rrf(lexical, semantic)),
-                    ):
+                    for method, order in baseline_orders(task.task, query, bm25, vectors):
                         chosen, used, _ = pack(order, pool, budget, count)
                         methods[method][set_name].append(_row(task, chosen, used))
                 print(f"{set_name}: {len(by_set[set_name])} tasks replayed", file=sys.stderr)

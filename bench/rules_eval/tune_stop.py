@@ -49,9 +49,18 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import run_dev  # noqa: E402  (sets up sys.path for the repository)
-from run_dev import BM25, Candidate, _relative, ds, matches, pack, rrf, tokens  # noqa: E402
+from run_dev import BM25, Candidate, _relative, ds, matches, pack, tokens  # noqa: E402
 from stop_model import StopModel, stop_features  # noqa: E402
-from tune_rank import BEFORE, Row, _row, _score_answer, features, fit, summary  # noqa: E402
+from tune_rank import (  # noqa: E402
+    BEFORE,
+    Row,
+    _row,
+    _score_answer,
+    baseline_orders,
+    features,
+    fit,
+    summary,
+)
 
 from memory_core.config import load_settings  # noqa: E402
 from memory_core.embed import create_embedder  # noqa: E402
@@ -257,18 +266,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                             np.array([1.0 if hits.get(c.item_id) else 0.0 for c in kept_c]),
                         )
                     )
-                    query_tokens = tokens(task.task)
                     query = await memoir.embedder.embed_query(task.task)
-                    query = query / (np.linalg.norm(query) or 1)
-                    lexical_scores = bm25.scores(query_tokens)
-                    lexical = [int(i) for i in np.argsort(-lexical_scores, kind="stable")]
-                    lexical = [i for i in lexical if lexical_scores[i] > 0] or lexical
-                    semantic = [int(i) for i in np.argsort(-(vectors @ query), kind="stable")]
-                    for method, order in (
-                        ("bm25", lexical),
-                        ("dense", semantic),
-                        ("hybrid", rrf(lexical, semantic)),
-                    ):
+                    for method, order in baseline_orders(task.task, query, bm25, vectors):
                         chosen, used, _ = pack(order, pool, budget, count)
                         methods[method][set_name].append(_row(task, chosen, used))
                 print(f"{set_name}: {len(by_set[set_name])} tasks replayed", file=sys.stderr)
