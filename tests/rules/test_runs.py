@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +111,10 @@ async def test_a_failed_query_records_nothing(loaded: RulesService) -> None:
     assert await loaded.list_query_runs(scope="s") == []
 
 
-async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesService) -> None:
-    store = loaded._ctx.store
-    recorder = RunRecorder(store, wait_s=0.01)
+@asynccontextmanager
+async def _writer_held(store: Any) -> AsyncIterator[None]:
+    """The store's writer busy in a transaction for the body of the ``with`` (released, and
+    the transaction finished, when it ends)."""
     holding, release = threading.Event(), threading.Event()
 
     def hold_the_writer(tx: Any) -> None:
@@ -121,10 +124,19 @@ async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesServic
     async with anyio.create_task_group() as group:
         group.start_soon(store.write, hold_the_writer)
         await anyio.to_thread.run_sync(holding.wait, 10)
+        try:
+            yield
+        finally:
+            release.set()
+
+
+async def test_a_busy_writer_delays_the_record_not_the_query(loaded: RulesService) -> None:
+    store = loaded._ctx.store
+    recorder = RunRecorder(store, wait_s=0.01)
+    async with _writer_held(store):
         # Returns although the writer is busy; the run waits in the queue.
         await recorder.record(Scope.of("s"), "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
         assert recorder.queued == 1
-        release.set()
     runs = await recorder.list(Scope.of("s"), 10)
     assert [(r.took_ms, r.payload) for r in runs] == [(1.5, {"task": "t"})]
     assert recorder.queued == 0
@@ -159,20 +171,11 @@ async def test_recording_a_run_never_waits_for_the_writer(loaded: RulesService) 
     store = loaded._ctx.store
     # However long it would be allowed to wait, the record returns while the writer is held.
     recorder = RunRecorder(store, wait_s=60)
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_the_writer(tx: Any) -> None:
-        holding.set()
-        release.wait(10)
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(store.write, hold_the_writer)
-        await anyio.to_thread.run_sync(holding.wait, 10)
+    async with _writer_held(store):
         with anyio.fail_after(5):
             await recorder.record(Scope.of("s"), "2026-01-01T00:00:00+00:00", 1.5, {"task": "t"})
             await recorder.record(Scope.of("s"), "2026-01-01T00:00:01+00:00", 2.5, {"task": "u"})
         assert recorder.queued == 2
-        release.set()
     await recorder.close()
     assert recorder.queued == 0
     runs = await store.read(
