@@ -116,6 +116,9 @@ class MemoryService:
         if model is None and ctx.settings.memories.importance_model != "offline":
             model = ctx.settings.memories.importance_model
         self._classifier = None if model is None else ModelClassifier(model)
+        # Memories queued while the model loads (or left queued by an earlier process) are
+        # embedded by the first calls once the model is ready: one batch per call.
+        self._backlog_due = True
 
     @property
     def settings_(self) -> MemorySettings:
@@ -234,6 +237,7 @@ class MemoryService:
             truncate=tokens.truncate,
         )
         entry_recency = recency(created, moment, tau_days=settings.tau_days)
+        await self._drain_backlog()  # before the write: an entry saved embed_now=False waits
         outcome = await self._ctx.store.write(
             lambda tx: write(
                 tx,
@@ -272,6 +276,7 @@ class MemoryService:
     async def _embed_now(self, memory: Memory) -> BackfillReport:
         if not self._ctx.embedder.is_ready():
             # A server still loading its model answers now; the backfill embeds later.
+            self._backlog_due = True
             self._ctx.embedder.start_loading()
             return BackfillReport(
                 warnings=["the embedding model is still loading: this memory is queued "
@@ -280,6 +285,19 @@ class MemoryService:
         return await run_backfill(
             self._ctx, self.settings_, item_ids=[memory.item_id], max_batches=1
         )
+
+    async def _drain_backlog(self) -> None:
+        """Embed one batch of the queue once the model is ready, while the queue lasts.
+
+        Without this a memory saved while the server loaded its model stayed without a vector
+        (found by keywords only) until someone ran ``memoir memory backfill``.
+        """
+        if not self._backlog_due or not self._ctx.embedder.is_ready():
+            return
+        self._backlog_due = False  # set before the await: concurrent calls do not repeat it
+        report = await run_backfill(self._ctx, self.settings_, max_batches=1)
+        # A failing embedder is left to the CLI worker rather than retried on every call.
+        self._backlog_due = report.remaining > 0 and report.failed == 0
 
     # -- reading --------------------------------------------------------------------------
 
@@ -348,6 +366,7 @@ class MemoryService:
             include_history=include_history,
             workspace=self._root(pair, workspace),
         )
+        await self._drain_backlog()
         ranked = await recall.rank(self._ctx, plan, settings)
         tokens = self._ctx.tokens
         fitted, context, used = recall.assemble_context(

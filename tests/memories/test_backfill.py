@@ -14,6 +14,8 @@ import pytest
 from memory_testkit import SPACE
 
 from memory_core.embed import create_embedder
+from memory_core.embed.hashing import HashingEncoder
+from memory_core.embed.local import LocalEmbedder
 from memory_core.errors import EmbeddingError
 from memory_core.memories.backfill import p95, run_backfill
 from memory_core.service import Memoir
@@ -151,3 +153,95 @@ async def test_the_backlog_over_time_is_rebuilt_from_recorded_queue_and_embed_ti
     by_day = {d["day"]: d.get("backlog", 0) for d in after.daily}
     assert [by_day.get(d.date().isoformat(), 0) for d in (today, tomorrow, later)] == [3, 0, 0]
     assert after.backlog == 0
+
+
+class ColdEmbedder(LocalEmbedder):
+    """The hashing embedder whose model is still loading until the test calls :meth:`finish`
+    (the server's state between start-up and the end of its background load)."""
+
+    def __init__(self) -> None:
+        super().__init__(HashingEncoder(384), embedder_id="hash:384")
+        self.ready = False
+
+    def finish(self) -> None:
+        self.ready = True
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+    def start_loading(self) -> None:
+        pass  # the load "runs" until finish()
+
+    async def ensure_loaded(self) -> None:
+        if not self.ready:
+            raise EmbeddingError("the embedding model is still loading")
+
+
+REPLICATION = "Theo ships the postgresql replication upgrade on fridays"
+PARAPHRASE = "postgres replicas"  # no word in common with REPLICATION: only its vector finds it
+
+
+async def test_a_memory_saved_while_the_model_loads_is_embedded_once_it_is_ready(
+    memoir_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    cold = ColdEmbedder()
+    memoir = await memoir_factory("cold.db", embedder=cold)
+    saved = await memoir.memories.remember(REPLICATION, space=SPACE)
+    assert saved.memory is not None and saved.memory.needs_embedding
+    assert any("still loading" in w for w in saved.warnings)
+    early = await memoir.memories.recall(PARAPHRASE, space=SPACE)
+    assert early.results == []  # no vector yet, no shared word
+
+    cold.finish()
+    recalled = await memoir.memories.recall(PARAPHRASE, space=SPACE, explain=True)
+
+    assert [r.id for r in recalled.results] == [saved.memory.id]
+    assert recalled.explain["lexical"] == []  # found by its vector alone
+    shown = await memoir.memories.show(saved.memory.id, space=SPACE)
+    assert not shown.needs_embedding
+
+
+async def test_the_next_remember_once_the_model_is_ready_embeds_the_queued_memories(
+    memoir_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    cold = ColdEmbedder()
+    memoir = await memoir_factory("cold.db", embedder=cold)
+    saved = await memoir.memories.remember(REPLICATION, space=SPACE)
+    assert saved.memory is not None
+
+    cold.finish()
+    await memoir.memories.remember("Theo reviews pull requests in the morning", space=SPACE)
+
+    shown = await memoir.memories.show(saved.memory.id, space=SPACE)
+    assert not shown.needs_embedding
+    stats = await memoir.memories.stats(space=SPACE)
+    assert stats.backlog == 0
+
+
+async def test_a_memory_left_queued_by_an_earlier_process_is_embedded_by_the_next_one(
+    memoir_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    first = await memoir_factory("shared.db", embedder=ColdEmbedder())
+    saved = await first.memories.remember(REPLICATION, space=SPACE)
+    assert saved.memory is not None
+    await first.close()  # the server stopped before its model finished loading
+
+    second = await memoir_factory("shared.db")
+    recalled = await second.memories.recall(PARAPHRASE, space=SPACE)
+
+    assert [r.id for r in recalled.results] == [saved.memory.id]
+
+
+async def test_each_call_embeds_at_most_one_batch_of_the_queue_until_it_is_empty(
+    memoir_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    cold = ColdEmbedder()
+    memoir = await memoir_factory("cold.db", embedder=cold, backfill_batch=2)
+    for topic in ("deploys", "billing", "search"):
+        await memoir.memories.remember(f"Theo owns the {topic} runbook", space=SPACE)
+    cold.finish()
+
+    await memoir.memories.recall("runbook owner", space=SPACE)
+    assert (await memoir.memories.stats(space=SPACE)).backlog == 1
+    await memoir.memories.recall("runbook owner", space=SPACE)
+    assert (await memoir.memories.stats(space=SPACE)).backlog == 0
