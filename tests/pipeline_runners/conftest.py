@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,20 @@ def org_service(runner: Runner, metadata_store: Any = None, **options: Any) -> M
         runner=runner,
         **options,
     )
+
+
+@contextmanager
+def opened_service(
+    runner: Runner, metadata_store: Any = None, **options: Any
+) -> Iterator[MemoryService]:
+    """:func:`org_service`, closed at the end unless its store is in memory (closing would drop
+    it; the session's Temporal runners are not closed either way)."""
+    service = org_service(runner, metadata_store, **options)
+    try:
+        yield service
+    finally:
+        if not isinstance(metadata_store, InMemoryLayerStore | None):
+            service.close()
 
 
 @pytest.fixture(scope="session")

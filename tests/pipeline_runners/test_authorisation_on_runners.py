@@ -11,10 +11,9 @@ import pytest
 
 from memory_core.pipeline.authorisation import AccessDeniedError
 from memory_core.pipeline.scopes import ANY, ScopeSelector
-from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE, BOB, EVE
 from tests.pipeline.test_authorisation import ANN_AT_ACME, TenantGuard
-from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, opened_service, runner_named
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -29,8 +28,7 @@ def test_the_hook_narrows_and_refuses_before_the_runner_starts(
     runner = runner_named(request, tmp_path, name)
     store: Any = fresh_store(backend)
     guard = TenantGuard()
-    service = org_service(runner, store, authorise=guard)
-    try:
+    with opened_service(runner, store, authorise=guard) as service:
         service.memorize(ALICE, content="Alice always prefers dark roast coffee in the morning.")
         service.memorize(BOB, content="Bob prefers green tea and never drinks coffee.")
         service.memorize(EVE, content="Eve prefers espresso coffee with sugar every day.")
@@ -46,6 +44,3 @@ def test_the_hook_narrows_and_refuses_before_the_runner_starts(
         with pytest.raises(AccessDeniedError, match="'org_id'"):
             service.memorize(EVE, content="Ann writes into evil.", principal=ANN_AT_ACME)
         assert len(service.runs(100)) == logged  # refused before any run started
-    finally:
-        if not isinstance(store, InMemoryLayerStore):
-            service.close()

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE
-from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, opened_service, runner_named
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -25,8 +24,7 @@ def test_a_scheduled_evolve_runs_on_the_services_runner_and_is_logged_as_its_run
 ) -> None:
     runner = runner_named(request, tmp_path, name)
     store: Any = fresh_store(backend)
-    service = org_service(runner, store, evolve_schedule={"every_memorizes": 2})
-    try:
+    with opened_service(runner, store, evolve_schedule={"every_memorizes": 2}) as service:
         first = service.memorize(ALICE, content="I always prefer dark roast coffee.")
         assert first.scheduled_evolve is not None
         assert first.scheduled_evolve["status"] == "not_due"
@@ -41,6 +39,3 @@ def test_a_scheduled_evolve_runs_on_the_services_runner_and_is_logged_as_its_run
         assert [s["step_id"] for s in evolve["steps"]] == [
             s.step_id for s in service.pipeline("evolve").enabled_steps()
         ]
-    finally:
-        if not isinstance(store, InMemoryLayerStore):
-            service.close()

@@ -15,9 +15,14 @@ from memory_core.pipeline.editing import step
 from memory_core.pipeline.runners.burr_runner import BurrRunner
 from memory_core.pipeline.scopes import ANY, ScopeSelector
 from memory_core.pipeline.steps import LLMHandle, StepContext
-from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE, BOB, CHAT, EVE
-from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
+from tests.pipeline_runners.conftest import (
+    BACKENDS,
+    StoreFactory,
+    opened_service,
+    org_service,
+    runner_named,
+)
 
 
 def _run_record(run: dict[str, Any]) -> tuple[Any, ...]:
@@ -35,8 +40,7 @@ def _run_record(run: dict[str, Any]) -> tuple[Any, ...]:
 
 def _session(runner: Runner, metadata_store: Any = None) -> dict[str, Any]:
     """memorize, retrieve and evolve on a fresh service; what each returned, without ids."""
-    service = org_service(runner, metadata_store)
-    try:
+    with opened_service(runner, metadata_store) as service:
         memorized = service.memorize(ALICE, conversation=CHAT)
         texts = {
             i.item_id: i.text
@@ -47,9 +51,6 @@ def _session(runner: Runner, metadata_store: Any = None) -> dict[str, Any]:
         )
         evolved = service.evolve(ALICE)
         runs = service.runs()
-    finally:
-        if not isinstance(metadata_store, InMemoryLayerStore | None):
-            service.close()
     for run in runs:  # every run is logged with its timings, on every runner
         assert run["runner"] == runner.name
         assert run["steps"] and all(s["ms"] >= 0 for s in run["steps"]), run
@@ -104,8 +105,7 @@ def test_the_boundary_and_pipeline_revisions_hold_on_every_runner_and_backend(
 ) -> None:
     runner = runner_named(request, tmp_path, name)
     store = fresh_store(backend)
-    service = org_service(runner, store)
-    try:
+    with opened_service(runner, store) as service:
         for scope, chat in ((ALICE, CHAT), (BOB, BOB_CHAT), (EVE, EVE_CHAT)):
             service.memorize(scope, conversation=chat)
         acme = ScopeSelector(org_id="acme", user_id=ANY)
@@ -131,9 +131,6 @@ def test_the_boundary_and_pipeline_revisions_hold_on_every_runner_and_backend(
         assert [r["pipeline_revision"] for r in runs] == [3, 2, 1]
         assert "rerank_again" in [s["step_id"] for s in runs[1]["steps"]]
         assert {r["runner"] for r in runs} == {runner.name}
-    finally:
-        if backend != "memory":
-            service.close()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -154,8 +151,7 @@ def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and
         return {}
 
     runner = runner_named(request, tmp_path, name)
-    service = org_service(runner, fresh_store(backend), steps={"flaky": flaky})
-    try:
+    with opened_service(runner, fresh_store(backend), steps={"flaky": flaky}) as service:
         service.insert_after("route_intention", step("flaky", "flaky", "check", always_fail=True))
         with pytest.raises(PipelineRunError, match="disk on fire"):
             service.retrieve(ScopeSelector(org_id="acme", user_id="alice"), "coffee")
@@ -172,9 +168,6 @@ def test_a_failing_step_is_logged_with_its_cause_and_retried_on_every_runner_and
         ok = service.runs(1)[0]
         assert ok["status"] == "ok" and len(attempts) == 2
         assert next(s for s in ok["steps"] if s["step_id"] == "flaky")["attempts"] == 2
-    finally:
-        if backend != "memory":
-            service.close()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -187,9 +180,8 @@ def test_memorize_is_idempotent_and_merges_near_duplicates_on_every_runner_and_b
     backend: str,
 ) -> None:
     runner = runner_named(request, tmp_path, name)
-    service = org_service(runner, fresh_store(backend))
     alice = {"org_id": ("acme",), "user_id": ("alice",)}
-    try:
+    with opened_service(runner, fresh_store(backend)) as service:
         first = service.memorize(ALICE, conversation=CHAT)
         stored = service.store.count_items(alice)
 
@@ -217,9 +209,6 @@ def test_memorize_is_idempotent_and_merges_near_duplicates_on_every_runner_and_b
         assert sorted(rerun.items_merged) == sorted(first.items_added)
         assert service.store.count_items(alice) == stored
         assert {r["runner"] for r in service.runs()} == {runner.name}
-    finally:
-        if backend != "memory":
-            service.close()
 
 
 def test_the_burr_runner_keeps_the_layers_run_state(tmp_path: Path) -> None:

@@ -14,9 +14,8 @@ from fpdf import FPDF
 from PIL import Image, ImageDraw, ImageFont
 
 from memory_core.pipeline.contract import Runner, SyncRunner
-from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE
-from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, opened_service, runner_named
 
 PAGES = [
     "The quarterly budget review is scheduled for the third week of March.",
@@ -46,13 +45,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _session(runner: Runner, files: dict[str, Path], metadata_store: Any = None) -> dict[str, Any]:
-    service = org_service(
+    out: dict[str, Any] = {}
+    with opened_service(
         runner,
         metadata_store,
         allowed_roots=sorted({str(p.parent) for p in files.values()}),
-    )
-    out: dict[str, Any] = {}
-    try:
+    ) as service:
         for kind, path in files.items():
             result = service.memorize(ALICE, uri=str(path))
             rows = service.store.items_by_id(result.items_added)
@@ -60,9 +58,6 @@ def _session(runner: Runner, files: dict[str, Path], metadata_store: Any = None)
                 "items": sorted((r.text, r.evidence[0].get("page")) for r in rows),
                 "missing": [m["capability"] for m in result.missing_capabilities],
             }
-    finally:
-        if not isinstance(metadata_store, InMemoryLayerStore | None):
-            service.close()
     return out
 
 

@@ -14,9 +14,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_core.pipeline.contract import Runner, SyncRunner
-from memory_core.storage.layer import InMemoryLayerStore
 from tests.pipeline.layer_kit import ALICE
-from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, org_service, runner_named
+from tests.pipeline_runners.conftest import BACKENDS, StoreFactory, opened_service, runner_named
 
 TRANSCRIPT = (
     "[00:00:01] We decided to ship the mobile release on Tuesday.\n"
@@ -35,7 +34,7 @@ def _evidence(runner: Runner, store: Any, folder: Path) -> list[tuple[str, dict[
         out.setsampwidth(2)
         out.setframerate(8000)
         out.writeframes(b"\x00\x10" * 8000 * 6)  # six seconds of a constant tone
-    service = org_service(
+    with opened_service(
         runner,
         store,
         llm_providers={
@@ -44,14 +43,10 @@ def _evidence(runner: Runner, store: Any, folder: Path) -> list[tuple[str, dict[
         },
         role_profiles={"preprocess": "ear"},
         allowed_roots=[folder],
-    )
-    try:
+    ) as service:
         result = service.memorize(ALICE, uri=str(recording))
         rows = service.store.items_by_id(result.items_added)
         return sorted((row.text, row.evidence[0]) for row in rows)
-    finally:
-        if not isinstance(store, InMemoryLayerStore):
-            service.close()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
