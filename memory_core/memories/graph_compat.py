@@ -29,6 +29,7 @@ import numpy as np
 
 from memory_core.errors import NotFoundError
 from memory_core.kinds import MEMORY_NODE
+from memory_core.memories.records import NEEDS_EMBEDDING
 from memory_core.memories.spaces import MemorySpace
 from memory_core.models import Edge, Entity, ItemUpdate, NewEntity, NewItem, stable_id
 from memory_core.retrieval.engine import SearchRequest
@@ -43,6 +44,7 @@ __all__ = ["ENTITY_KIND", "OfficialGraph"]
 
 ENTITY_KIND = "mcp_entity"
 _SEARCH_EXTRA = 10
+_EMBED_BATCH = 64  # queued nodes embedded per call once the model is ready
 
 
 def _seq_key(scope: Scope) -> str:
@@ -116,19 +118,53 @@ class OfficialGraph:
             texts = [t for _, t in observations.get(entity.entity_id, [])]
             text = _node_text(name, str(entity.metadata.get("entityType", "")), texts)
             vector = vectors.get(name)
+            # Without a vector (the model is still loading) the node is queued: found by
+            # words until _embed_queued gives it one.
+            metadata = {"entity": name, "needs_embedding": 1 if vector is None else 0}
             if item is None:
                 new = NewItem(
                     uid=uids[name], kind=MEMORY_NODE, text=text,
                     token_count=self._ctx.tokens.count(text), scope=scope,
                     tags=(str(entity.metadata.get("entityType", "")),),
-                    metadata={"entity": name},
+                    metadata=metadata,
                 )  # fmt: skip
                 tx.items.add([new], None if vector is None else vector.reshape(1, -1))
             elif item.text != text:
-                change: dict[str, Any] = {"text": text, "token_count": self._ctx.tokens.count(text)}
-                if vector is not None:
-                    change["vector"] = vector
+                change: dict[str, Any] = {
+                    "text": text,
+                    "token_count": self._ctx.tokens.count(text),
+                    "metadata": {**item.metadata, **metadata},
+                    "vector": vector,  # None drops the vector of the old text
+                }
                 tx.items.update(item.item_id, ItemUpdate(**change))
+
+    async def _embed_queued(self, scope: Scope) -> None:
+        """Embed one batch of the nodes written while the model was loading.
+
+        Without this a node created before the model was ready stayed without a vector, so
+        ``search_nodes`` found it by shared words only, never by a paraphrase.
+        """
+        if not self._ctx.embedder.is_ready():
+            return
+        queued = await self._ctx.store.read(
+            lambda tx: tx.items.find(
+                scope, kinds=(MEMORY_NODE,), where=NEEDS_EMBEDDING, limit=_EMBED_BATCH
+            )
+        )
+        if not queued:
+            return
+        vectors = await self._ctx.embedder.embed_documents([i.text for i in queued])
+
+        def apply(tx: Tx) -> None:
+            live = tx.items.get([i.item_id for i in queued])
+            for item, vector in zip(queued, vectors, strict=True):
+                now = live.get(item.item_id)
+                if now is None or now.text != item.text:
+                    continue  # deleted or rewritten meanwhile: its own write queued it again
+                metadata = {**now.metadata, "needs_embedding": 0}
+                tx.items.update(item.item_id, ItemUpdate(vector=vector, metadata=metadata))
+
+        await self._ctx.store.write(apply)
 
     async def _node_vectors(
         self, space: MemorySpace, names: Sequence[str], texts: dict[str, str]
@@ -342,6 +378,7 @@ class OfficialGraph:
     async def search_nodes(self, space: MemorySpace, query: str) -> dict[str, Any]:
         """Substring matches (the official semantics) first, then hybrid-search hits."""
         scope = space.scope
+        await self._embed_queued(scope)
         graph = await self.read_graph(space)
         needle = query.lower()
         matched = [

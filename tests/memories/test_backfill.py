@@ -245,3 +245,46 @@ async def test_each_call_embeds_at_most_one_batch_of_the_queue_until_it_is_empty
     assert (await memoir.memories.stats(space=SPACE)).backlog == 1
     await memoir.memories.recall("runbook owner", space=SPACE)
     assert (await memoir.memories.stats(space=SPACE)).backlog == 0
+
+
+async def test_a_graph_node_created_while_the_model_loads_is_found_by_a_paraphrase_later(
+    memoir_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    """Compatibility mode's nodes: one written before the model was ready was stored without
+    a vector and stayed so; search_nodes now embeds the queued nodes once the model is ready."""
+    cold = ColdEmbedder()
+    memoir = await memoir_factory("cold.db", embedder=cold)
+    graph = memoir.memories.graph
+    space = memoir.memories.space(SPACE)
+    await graph.create_entities(
+        space, [{"name": "Theo", "entityType": "person", "observations": [REPLICATION]}]
+    )
+    assert (await graph.search_nodes(space, PARAPHRASE))["entities"] == []  # no vector yet
+
+    cold.finish()
+    found = await graph.search_nodes(space, PARAPHRASE)
+
+    assert [e["name"] for e in found["entities"]] == ["Theo"]
+
+
+async def test_a_graph_node_rewritten_while_the_model_loads_loses_its_old_vector_until_embedded(
+    memoir_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    """A node's text changed while the model loads: the old text's vector must not answer for
+    the new text (it is dropped), and the new text is embedded once the model is ready."""
+    cold = ColdEmbedder()
+    cold.finish()
+    memoir = await memoir_factory("cold.db", embedder=cold)
+    graph = memoir.memories.graph
+    space = memoir.memories.space(SPACE)
+    await graph.create_entities(
+        space, [{"name": "Theo", "entityType": "person", "observations": ["likes tea"]}]
+    )
+    cold.ready = False
+    await graph.add_observations(space, [{"entityName": "Theo", "contents": [REPLICATION]}])
+    assert (await graph.search_nodes(space, PARAPHRASE))["entities"] == []
+
+    cold.finish()
+    found = await graph.search_nodes(space, PARAPHRASE)
+
+    assert [e["name"] for e in found["entities"]] == ["Theo"]
