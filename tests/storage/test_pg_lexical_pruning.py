@@ -284,3 +284,27 @@ async def test_or_searches_on_a_zipf_corpus_return_the_full_statements_rows(
     finally:
         await store.close()
     assert 2 in statements and 3 in statements
+
+
+async def test_a_row_tied_with_the_threshold_outside_the_first_rows_is_kept(
+    pg_admin_url: str,
+) -> None:
+    """'alpha' and 'beta' are in as many rows, so they have one IDF; row 1 holds only 'beta',
+    row 2 only 'alpha', in rows of one length: the same score. The first statement scores
+    the 'alpha' rows (its threshold is row 2's score); row 1, outside them, ties it and
+    comes first by id."""
+    # Row 0 and row 7 are notes (``_store``: every 7th row), not searched.
+    texts = ["filler x y", "beta f1 f2 f3", "alpha f4 f5 f6"]
+    texts += [f"alpha g{i} g g g g g g" for i in range(3)]
+    texts += [f"beta h{i} h h h h h h" for i in range(3)]
+    texts += [f"filler{i} x y" for i in range(20)]
+    store = await _store(pg_admin_url, texts)
+    try:
+        top, full, sql = _searched(store, LexicalQuery(("alpha", "beta"), "OR"), 1)
+        two, _, _ = _searched(store, LexicalQuery(("alpha", "beta"), "OR"), 2)
+        assert top == full
+        assert two[0].score == two[1].score and top == two[:1]
+        assert two[0].item_id < two[1].item_id
+        assert len(sql) == 3  # lexemes, the 'alpha' rows, the rows that can still reach them
+    finally:
+        await store.close()
