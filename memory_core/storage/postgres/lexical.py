@@ -149,9 +149,10 @@ class PgLexical:
            of their one-lexeme terms and scores at most the other lexemes' summed bounds
            ``(k1 + 1) * idf``; if that is below t, the first rows are the answer (MaxScore).
            Otherwise (every term common) the ``limit`` best postings of each lexeme.
-        2. the rows with a posting, of a lexeme that can still add to a row outside the first
-           set, whose contribution alone is at least the lexeme's share of t (its bound times
-           t / the summed bounds): a row below every share scores below t. The two sets,
+        2. otherwise, one pass over the postings of the lexemes that can add to a row outside
+           the first set, summed per row without order or term list (the costly part of the
+           full statement for 237k rows), keeping the rows that reach t (less a margin for
+           the summation order); only those are scored in full and matched. The two sets,
            each row scored on every lexeme by the same expression, are merged.
 
         Exact: every row of the full query's top ``limit`` is in one of the two sets, with
@@ -188,7 +189,6 @@ class PgLexical:
         # The margins cover float rounding between Python's bound and the statement's sums.
         if threshold > summed * (1 + 1e-9) + 1e-12:
             return hits
-        share = threshold * (1 - 1e-9) / summed
         rest = sorted(bounds)
         others = self._scored(
             terms,
@@ -198,7 +198,7 @@ class PgLexical:
             kinds,
             where,
             limit,
-            least=(rest, [bounds[lx] * share for lx in rest], threshold * (1 - 1e-9)),
+            least=(rest, [idf[lx] for lx in rest], threshold * (1 - 1e-9)),
         )
         return _merged(hits, others, limit)
 
@@ -233,9 +233,9 @@ class PgLexical:
         the planner picks, so every statement gives a row the same score to the last bit,
         and the score the tsvector statement before 0004 gave it.
 
-        ``least`` (lexemes, minima, floor): the candidates are instead the rows with a posting
-        of one of those lexemes whose BM25 contribution alone is at least its minimum, and
-        whose contributions of those lexemes sum to at least ``floor``. ``best``: the
+        ``least`` (lexemes, their IDFs, floor): the candidates are instead the rows whose
+        postings of those lexemes contribute at least ``floor`` together (with the IDFs given:
+        the floor's margin must cover their last bits). ``best``: the
         candidates are instead the rows of each lexeme's ``best`` highest contributions.
         """
         matched = terms if match is None else match
@@ -260,26 +260,29 @@ class PgLexical:
             "q.idf * (p.tf::float8 * %s) / (p.tf::float8 + %s * (1 - %s + %s * p.length "
             "/ st.avgdl))"
         )
+        # The few candidates of ``least`` and ``best`` read their postings by primary key
+        # (joined instead, the planner hashes every posting of the query's lexemes again).
         rescore = (
-            "CROSS JOIN q CROSS JOIN st JOIN lexical_posting AS p "
-            "ON p.term = q.term AND p.item_id = c.item_id GROUP BY c.item_id"
+            "CROSS JOIN q CROSS JOIN st CROSS JOIN LATERAL (SELECT x.term, x.tf, x.length "
+            "FROM lexical_posting AS x WHERE x.term = q.term AND x.item_id = c.item_id) AS p "
+            "GROUP BY c.item_id"
         )
         if least is not None:
-            # The rows with a posting at or above its lexeme's minimum, kept when the plain
-            # (unordered) sum of their postings of those lexemes reaches ``least[2]``; only
-            # those are scored in full (ordered sum, present terms, match).
+            # One pass over the postings of those lexemes, a plain (unordered) sum per row,
+            # no term list: only the rows whose sum reaches the floor are scored in full
+            # (ordered sum, present terms, match). The IDF is a CASE of parameters, not a
+            # join, so the planner estimates the postings from the lexemes' statistics
+            # (joined, it guessed ~60 rows a lexeme and sorted 190k postings on disk).
+            rest, rest_idf, floor = least
+            weight = " ".join("WHEN %s THEN %s::float8" for _ in rest)
             scored = (
                 f"SELECT c.item_id, {score} FROM (SELECT p.item_id FROM lexical_posting AS p "
-                "JOIN q ON q.term = p.term CROSS JOIN st "
-                f"WHERE p.term = ANY(%s::text[]) AND {clause} AND p.item_id IN ("
-                "SELECT p.item_id FROM lexical_posting AS p "
-                "JOIN unnest(%s::text[], %s::float8[]) AS m(term, least) ON m.term = p.term "
-                "JOIN q ON q.term = p.term CROSS JOIN st "
-                f"WHERE p.term = ANY(%s::text[]) AND {clause} AND {contribution} >= m.least) "
-                f"GROUP BY p.item_id HAVING sum({contribution}) >= %s) AS c {rescore}"
+                f"CROSS JOIN st WHERE p.term = ANY(%s::text[]) AND {clause} "
+                f"GROUP BY p.item_id HAVING sum((CASE p.term {weight} END) "
+                f"{contribution.removeprefix('q.idf ')}) >= %s) AS c {rescore}"
             )
-            scored_params: list[Any] = [*weights, least[0], *params, least[0], least[1]]
-            scored_params += [least[0], *params, *weights, *weights, least[2]]
+            pairs = [x for pair in zip(rest, rest_idf, strict=True) for x in pair]
+            scored_params: list[Any] = [*weights, rest, *params, *pairs, *weights, floor]
         elif best > 0:
             scored = (
                 f"SELECT c.item_id, {score} FROM (SELECT DISTINCT x.item_id FROM q CROSS JOIN st "
