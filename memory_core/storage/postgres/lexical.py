@@ -189,7 +189,18 @@ class PgLexical:
         # The margins cover float rounding between Python's bound and the statement's sums.
         if threshold > summed * (1 + 1e-9) + 1e-12:
             return hits
-        rest = sorted(bounds)
+        # The commonest of those lexemes, while their bounds sum to at most half of t, are not
+        # read: a row reaches t only if the others contribute t less that sum (MaxScore
+        # again, inside the threshold statement).
+        skipped = 0.0
+        read = set(bounds)
+        for bound, lexeme in sorted((b, lx) for lx, b in bounds.items()):
+            if skipped + bound > threshold / 2:
+                break
+            skipped += bound
+            read.discard(lexeme)
+        rest = sorted(read)
+        floor = threshold * (1 - 1e-9) - skipped * (1 + 1e-9)
         others = self._scored(
             terms,
             lexemes,
@@ -198,7 +209,7 @@ class PgLexical:
             kinds,
             where,
             limit,
-            least=(rest, [idf[lx] for lx in rest], threshold * (1 - 1e-9)),
+            least=(rest, [idf[lx] for lx in rest], floor),
         )
         return _merged(hits, others, limit)
 
