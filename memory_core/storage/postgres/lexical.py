@@ -272,11 +272,13 @@ class PgLexical:
             "/ st.avgdl))"
         )
         # The few candidates of ``least`` and ``best`` read their postings by primary key
-        # (joined instead, the planner hashes every posting of the query's lexemes again).
+        # (joined instead, the planner hashes every posting of the query's lexemes again:
+        # 1.7M at 1M chunks for 2,381 rows). The LIMIT (the key is unique) keeps the planner
+        # from flattening the lateral subquery into that join.
         rescore = (
             "CROSS JOIN q CROSS JOIN st CROSS JOIN LATERAL (SELECT x.term, x.tf, x.length "
-            "FROM lexical_posting AS x WHERE x.term = q.term AND x.item_id = c.item_id) AS p "
-            "GROUP BY c.item_id"
+            "FROM lexical_posting AS x WHERE x.term = q.term AND x.item_id = c.item_id "
+            "LIMIT 1) AS p GROUP BY c.item_id"
         )
         if least is not None:
             # One pass over the postings of those lexemes, a plain (unordered) sum per row,
