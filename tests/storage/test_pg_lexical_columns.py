@@ -110,24 +110,28 @@ async def test_the_lexical_search_reads_item_only_for_a_filter(pg_admin_url: str
         def plans(conn: Any) -> list[str]:
             from memory_core.storage.postgres.lexical import PgLexical
 
-            seen: list[str] = []
+            # An OR search may send more than one scoring statement (a pruned one, then the
+            # rows that can still enter the top): the plans of each search, joined.
+            seen: list[list[str]] = []
             real_execute = conn.execute
 
             def explain(sql: Any, params: Any = None, **kw: Any) -> Any:
                 if isinstance(sql, str) and sql.startswith("WITH st AS"):
                     rows = real_execute("EXPLAIN " + sql, params).fetchall()
-                    seen.append("\n".join(r[0] for r in rows))
+                    seen[-1].append("\n".join(r[0] for r in rows))
                 return real_execute(sql, params, **kw)
 
             conn.execute = explain
             try:
                 lexical = PgLexical(conn)
                 query = LexicalQuery(("apple", "pear"), "OR")
+                seen.append([])
                 lexical.search(query, SCOPES[0], kinds=["chunk"])
+                seen.append([])
                 lexical.search(query, SCOPES[0], where=Compare("item.tags", "=", "rare"))
             finally:
                 del conn.execute
-            return seen
+            return ["\n".join(plans) for plans in seen]
 
         plain, filtered = store.db.run_sync(plans, write=False)
         # "on item" names the table (``\b`` stops before item_lexical's underscore).

@@ -32,6 +32,9 @@ __all__ = ["PgLexical"]
 
 _K1 = 1.2
 _B = 0.75
+# An OR search first scores the rows of its rarest terms, adding terms while their rows stay
+# under this many times the limit (``PgLexical._or_pruned``).
+_ESSENTIAL_ROWS = 20
 
 
 def _idf(counts: dict[str, float], total: float) -> dict[str, float]:
@@ -41,6 +44,14 @@ def _idf(counts: dict[str, float], total: float) -> dict[str, float]:
         lexeme: max(math.log((total - rows + 0.5) / (rows + 0.5)), 1e-6)
         for lexeme, rows in counts.items()
     }
+
+
+def _merged(first: list[ScoredId], second: list[ScoredId], limit: int) -> list[ScoredId]:
+    """The top ``limit`` of two result sets in the statement's order (score, then id); a row
+    in both has the same score in both (every statement sums a row's terms in one order)."""
+    rows = {hit.item_id: hit for hit in first}
+    rows.update((hit.item_id, hit) for hit in second)
+    return sorted(rows.values(), key=lambda hit: (-hit.score, hit.item_id))[:limit]
 
 
 class PgLexical:
@@ -91,68 +102,116 @@ class PgLexical:
             return []
         terms = [(t, lx) for t, lx, _ in analysed]
         counts = {lx: n for _, lxs, ns in analysed for lx, n in zip(lxs, ns, strict=True)}
-        if query.operator == "AND" and min(counts.values()) == 0:
-            return []  # a lexeme in no row: no row holds every term
-        lexemes = sorted(counts)
-        if query.operator == "OR" and len(terms) > 1:
-            pruned = self._or_without_common_terms(
-                terms, lexemes, _idf(counts, total), scope, kinds, where, limit, counts=counts
+        if query.operator == "AND":
+            if min(counts.values()) == 0:
+                return []  # a lexeme in no row: no row holds every term
+            return self._scored(
+                terms, sorted(counts), "AND", scope, kinds, where, limit, counts=counts
             )
+        # A term with a lexeme in no row matches no row, and a lexeme in no row scores in no
+        # row: both are left out before anything is planned (such a lexeme's IDF is the
+        # highest of all and would otherwise set the pruning bound). A present lexeme of an
+        # absent phrase still scores in the rows that match the other terms.
+        terms = [(t, lxs) for t, lxs in terms if all(counts[lx] > 0 for lx in lxs)]
+        counts = {lx: n for lx, n in counts.items() if n > 0}
+        if not terms:
+            return []
+        lexemes = sorted(counts)
+        if len(terms) > 1:
+            pruned = self._or_pruned(terms, lexemes, counts, total, scope, kinds, where, limit)
             if pruned is not None:
                 return pruned
-        return self._scored(
-            terms, lexemes, query.operator, scope, kinds, where, limit, counts=counts
-        )
+        return self._scored(terms, lexemes, "OR", scope, kinds, where, limit, counts=counts)
 
-    def _or_without_common_terms(
+    def _or_pruned(
         self,
         terms: list[tuple[str, list[str]]],
         lexemes: list[str],
-        idf: dict[str, float],
+        counts: dict[str, float],
+        total: float,
         scope: Scope | None,
         kinds: Sequence[ItemKind],
         where: Filter | None,
         limit: int,
-        *,
-        counts: dict[str, float] | None = None,
     ) -> list[ScoredId] | None:
-        """The OR query's exact top ``limit`` found without matching its commonest terms, or
-        None when that cannot be proven (MaxScore pruning).
+        """The OR query's exact top ``limit``, scoring only rows that can enter it; None when
+        no ``limit`` rows are found to set a threshold (the full statement then).
 
-        A term in most rows has an IDF near zero, yet matching it makes the statement score
-        nearly every row (a 2-term OR query with a word in 90 % of 100k chunks: seconds). A
-        row can score at most ``(k1 + 1) * idf`` per term, so when the rows matching the rarer
-        terms (scored on every term) already hold ``limit`` rows above the bound of the
-        common terms, no row matching only common terms can enter the top ``limit``: the
-        result is the full query's, row for row.
+        A word in 10 % of the rows has a small IDF, yet matching it makes the full statement
+        score every row holding it (an OR of three common words at 1M chunks: 237k rows,
+        ~400 ms). Instead, threshold style, two statements at most:
+
+        1. a first set of rows, scored on every lexeme and matched as the full statement
+           does, whose ``limit``-th score t is reached by every row of the answer (a row
+           below t ranks below ``limit`` rows already found). The rows of the *rarest* terms
+           (added rarest first while their rows stay under ``_ESSENTIAL_ROWS`` times
+           ``limit``) when there are such terms: a row matching none of them then holds none
+           of their one-lexeme terms and scores at most the other lexemes' summed bounds
+           ``(k1 + 1) * idf``; if that is below t, the first rows are the answer (MaxScore).
+           Otherwise (every term common) the ``limit`` best postings of each lexeme.
+        2. otherwise, one pass over the postings of the lexemes that can add to a row outside
+           the first set, summed per row without order or term list (the costly part of the
+           full statement for 237k rows), keeping the rows that reach t (less a margin for
+           the summation order); only those are scored in full and matched. The two sets,
+           each row scored on every lexeme by the same expression, are merged.
+
+        Exact: every row of the full query's top ``limit`` is in one of the two sets, with
+        the full statement's score, so the merged order is the full statement's.
         """
-        # Only one-lexeme terms can be left out of the match: a row that does not match a
-        # longer phrase may still hold some of its lexemes, and they would add to its score.
-        single = sorted((idf.get(lxs[0], 0.0), t, lxs) for t, lxs in terms if len(lxs) == 1)
-        rarest = max(idf.get(lx, 0.0) for lx in lexemes)
-        common: set[str] = set()
-        total = 0.0
-        # The commonest words while their summed bound stays under a third of the rarest one's.
-        for value, term, _ in single:
-            if len(common) == len(terms) - 1 or total + (_K1 + 1) * value > (_K1 + 1) * rarest / 3:
+        rows = {t: min(counts[lx] for lx in lxs) for t, lxs in terms}  # each term's driver
+        ordered = sorted(terms, key=lambda term: (rows[term[0]], term[0]))
+        essential: list[tuple[str, list[str]]] = []
+        reach = 0.0
+        for term in ordered[:-1]:
+            if reach + rows[term[0]] > _ESSENTIAL_ROWS * limit:
                 break
-            common.add(term)
-            total += (_K1 + 1) * value
-        if not common:
-            return None
-        essential = [(t, lxs) for t, lxs in terms if t not in common]
-        # A row matching none of the essential terms holds none of the essential one-lexeme
-        # terms, but may hold some lexemes of an essential phrase: it scores at most the
-        # bound of every other lexeme.
-        sure = {lxs[0] for t, lxs in essential if len(lxs) == 1}
-        total = sum((_K1 + 1) * idf.get(lx, 0.0) for lx in lexemes if lx not in sure)
-        hits = self._scored(
-            terms, lexemes, "OR", scope, kinds, where, limit, match=essential, counts=counts
-        )
-        # The margin covers float rounding between the bound and the statement's sums.
-        if len(hits) >= limit and hits[limit - 1].score > total * (1 + 1e-9) + 1e-12:
+            essential.append(term)
+            reach += rows[term[0]]
+        idf = _idf(counts, total)
+        hits: list[ScoredId] = []
+        if essential:
+            hits = self._scored(
+                terms, lexemes, "OR", scope, kinds, where, limit, match=essential, counts=counts
+            )
+        if len(hits) >= limit:
+            # A row matching none of the essential terms holds none of their one-lexeme
+            # terms, but may hold some lexemes of an essential phrase.
+            sure = {lxs[0] for _, lxs in essential if len(lxs) == 1}
+        else:
+            sure = set()
+            sample = self._scored(terms, lexemes, "OR", scope, kinds, where, limit, best=limit)
+            hits = _merged(hits, sample, limit)
+            if len(hits) < limit:
+                return None
+        threshold = hits[limit - 1].score
+        bounds = {lx: (_K1 + 1) * idf[lx] for lx in lexemes if lx not in sure}
+        summed = sum(bounds.values())
+        # The margins cover float rounding between Python's bound and the statement's sums.
+        if threshold > summed * (1 + 1e-9) + 1e-12:
             return hits
-        return None
+        # The commonest of those lexemes, while their bounds sum to at most half of t, are not
+        # read: a row reaches t only if the others contribute t less that sum (MaxScore
+        # again, inside the threshold statement).
+        skipped = 0.0
+        read = set(bounds)
+        for bound, lexeme in sorted((b, lx) for lx, b in bounds.items()):
+            if skipped + bound > threshold / 2:
+                break
+            skipped += bound
+            read.discard(lexeme)
+        rest = sorted(read)
+        floor = threshold * (1 - 1e-9) - skipped * (1 + 1e-9)
+        others = self._scored(
+            terms,
+            lexemes,
+            "OR",
+            scope,
+            kinds,
+            where,
+            limit,
+            least=(rest, [idf[lx] for lx in rest], floor),
+        )
+        return _merged(hits, others, limit)
 
     def _scored(
         self,
@@ -166,8 +225,10 @@ class PgLexical:
         *,
         match: list[tuple[str, list[str]]] | None = None,
         counts: dict[str, float] | None = None,
+        least: tuple[list[str], list[float], float] | None = None,
+        best: int = 0,
     ) -> list[ScoredId]:
-        """BM25 over every lexeme of ``terms`` for the rows matching ``match`` (default:
+        """BM25 over every lexeme of ``lexemes`` for the rows matching ``match`` (default:
         ``terms``) joined by ``operator``, from the postings of those lexemes (migration 0004).
 
         The candidates are the rows holding a *driving* lexeme: for AND the rarest lexeme of
@@ -182,6 +243,11 @@ class PgLexical:
         Each row's terms are summed in term order (the tsvector's, bytewise), whatever plan
         the planner picks, so every statement gives a row the same score to the last bit,
         and the score the tsvector statement before 0004 gave it.
+
+        ``least`` (lexemes, their IDFs, floor): the candidates are instead the rows whose
+        postings of those lexemes contribute at least ``floor`` together (with the IDFs given:
+        the floor's margin must cover their last bits). ``best``: the
+        candidates are instead the rows of each lexeme's ``best`` highest contributions.
         """
         matched = terms if match is None else match
         if counts is None:
@@ -200,14 +266,52 @@ class PgLexical:
             "/ st.avgdl)) ORDER BY p.term) AS score, array_agg(p.term) AS present"
         )
         weights = [_K1 + 1, _K1, _B, _B]
-        if set(drivers) == set(lexemes):
+        # A posting's contribution: the expression the score sums, so the same value.
+        contribution = (
+            "q.idf * (p.tf::float8 * %s) / (p.tf::float8 + %s * (1 - %s + %s * p.length "
+            "/ st.avgdl))"
+        )
+        # The few candidates of ``least`` and ``best`` read their postings by primary key
+        # (joined instead, the planner hashes every posting of the query's lexemes again:
+        # 1.7M at 1M chunks for 2,381 rows). The LIMIT (the key is unique) keeps the planner
+        # from flattening the lateral subquery into that join.
+        rescore = (
+            "CROSS JOIN q CROSS JOIN st CROSS JOIN LATERAL (SELECT x.term, x.tf, x.length "
+            "FROM lexical_posting AS x WHERE x.term = q.term AND x.item_id = c.item_id "
+            "LIMIT 1) AS p GROUP BY c.item_id"
+        )
+        if least is not None:
+            # One pass over the postings of those lexemes, a plain (unordered) sum per row,
+            # no term list: only the rows whose sum reaches the floor are scored in full
+            # (ordered sum, present terms, match). The IDF is a CASE of parameters, not a
+            # join, so the planner estimates the postings from the lexemes' statistics
+            # (joined, it guessed ~60 rows a lexeme and sorted 190k postings on disk).
+            rest, rest_idf, floor = least
+            weight = " ".join("WHEN %s THEN %s::float8" for _ in rest)
+            scored = (
+                f"SELECT c.item_id, {score} FROM (SELECT p.item_id FROM lexical_posting AS p "
+                f"CROSS JOIN st WHERE p.term = ANY(%s::text[]) AND {clause} "
+                f"GROUP BY p.item_id HAVING sum((CASE p.term {weight} END) "
+                f"{contribution.removeprefix('q.idf ')}) >= %s) AS c {rescore}"
+            )
+            pairs = [x for pair in zip(rest, rest_idf, strict=True) for x in pair]
+            scored_params: list[Any] = [*weights, rest, *params, *pairs, *weights, floor]
+        elif best > 0:
+            scored = (
+                f"SELECT c.item_id, {score} FROM (SELECT DISTINCT x.item_id FROM q CROSS JOIN st "
+                "CROSS JOIN LATERAL (SELECT p.item_id FROM lexical_posting AS p "
+                f"WHERE p.term = q.term AND {clause} "
+                f"ORDER BY {contribution} DESC, p.item_id LIMIT %s) AS x) AS c {rescore}"
+            )
+            scored_params = [*weights, *params, *weights, best]
+        elif set(drivers) == set(lexemes):
             # Term at a time: the postings of the query's lexemes are the whole score.
             scored = (
                 f"SELECT p.item_id, {score} FROM lexical_posting AS p "
                 "JOIN q ON q.term = p.term CROSS JOIN st "
                 f"WHERE p.term = ANY(%s::text[]) AND {clause} GROUP BY p.item_id"
             )
-            scored_params: list[Any] = [*weights, lexemes, *params]
+            scored_params = [*weights, lexemes, *params]
         else:
             scored = (
                 "SELECT c.item_id, "
