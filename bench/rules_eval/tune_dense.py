@@ -1,0 +1,405 @@
+"""The dense side of ``query_directives`` on the public dev set: a second vector per directive
+and a section arm, each measured leave one repository out against today in the same run.
+
+Variants (``--variants``, default all), each installed by wrapping the candidate search
+(``memory_core.rules.candidates.search_arms`` as the service calls it) so the rest of the
+query path, the ranking stage and the packer are memoir's own:
+
+- ``today``: the shipped query path (the same-run baseline);
+- ``max`` / ``max-union``: a second vector per directive ("nearest heading. statement"); the
+  similarity every candidate carries (relevance and the similarity ranking) is the larger of
+  its two cosines; the semantic arm's nearest are the top ``candidate_k`` by that maximum
+  (``max``) or today's nearest plus the top ``candidate_k`` by the second vector
+  (``max-union``);
+- ``mix-A``: as ``max-union`` but the similarity is A × first + (1 − A) × second;
+- ``section-S``: one vector per rule-file section (its heading path and its directives'
+  statements); the directives of the S sections nearest the task join the candidates
+  (at most ``--section-cap`` of them);
+- combinations joined by ``+`` (``max-union+section-5``).
+
+Protocol per variant (one store, one folder upsert per set, real local embedder, budget 900,
+``candidate_k`` 60): every task is asked once to record the candidates the ranking stage sees
+(features and label matches, as ``tune_rank.py`` does) and the candidate ceiling; then per
+held-out set the ranking weights are fitted (class-balanced logistic, ``tune_rank.fit``) on
+the other eight sets' candidates *of the same variant* and the held-out tasks are asked
+through the real ``query_directives`` with them. ``--sample`` also runs ``run_eval.py``'s
+``sample_rules`` measurement under each variant (shipped weights).
+
+Run: ``nice -n 10 .venv/bin/python bench/rules_eval/tune_dense.py [--variants a,b] [--sample]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import run_dev  # noqa: E402  (sets up sys.path for the repository)
+import run_eval  # noqa: E402
+import tune_rank  # noqa: E402
+from run_dev import BM25, Candidate, _relative, ds, matches, pack, tokens  # noqa: E402
+
+from memory_core.config import load_settings  # noqa: E402
+from memory_core.embed import create_embedder  # noqa: E402
+from memory_core.rules import service as service_module  # noqa: E402
+from memory_core.rules.index import DirectiveIndex  # noqa: E402
+from memory_core.rules.service import RulesService  # noqa: E402
+from memory_core.scope import Scope  # noqa: E402
+from memory_core.service import Memoir  # noqa: E402
+
+_SECTION_CHARS = 1200
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    second: str | None = None  # None, "max", "max-union", "mix"
+    mix: float = 0.5
+    sections: int = 0
+    section_cap: int = 30
+
+    @classmethod
+    def parse(cls, name: str, section_cap: int) -> Variant:
+        second, mix, sections = None, 0.5, 0
+        for part in name.split("+"):
+            if part == "today":
+                continue
+            if part in ("max", "max-union"):
+                second = part
+            elif part.startswith("mix-"):
+                second, mix = "mix", float(part[4:])
+            elif part.startswith("section-"):
+                sections = int(part[8:])
+            else:
+                raise SystemExit(f"unknown variant part {part!r}")
+        return cls(name, second, mix, sections, section_cap)
+
+
+def heading_statement(statement: str, section: Sequence[str]) -> str:
+    """"nearest heading. statement", the nearest heading as ``graph._heading`` finds it."""
+    path = tuple(section)
+    text = statement.casefold().strip()
+    if path and text and text in path[-1].casefold():
+        path = path[:-1]
+    heading = path[-1] if len(path) > 1 else ""
+    return f"{heading}. {statement}" if heading else statement
+
+
+def section_of(uri: str, statement: str, section: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    path = tuple(section)
+    if path and statement.casefold().strip() in path[-1].casefold():
+        path = path[:-1]
+    return uri, path
+
+
+@dataclass
+class Extras:
+    second: np.ndarray  # rows as index.vector_ids
+    section_vectors: np.ndarray
+    section_members: list[list[int]]
+
+
+_EXTRAS: dict[int, tuple[DirectiveIndex, Extras]] = {}
+_CURRENT: list[Variant] = [Variant("today")]
+_REAL_SEARCH = service_module.search_arms
+
+
+def _normalised(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+async def extras_for(index: DirectiveIndex, embedder: Any) -> Extras:
+    held = _EXTRAS.get(id(index))
+    if held is not None and held[0] is index:
+        return held[1]
+    assert index.vector_ids is not None
+    ids = [int(i) for i in index.vector_ids.tolist()]
+    texts = [
+        heading_statement(index.directives[i].statement, index.directives[i].section) for i in ids
+    ]
+    second = _normalised(await embedder.embed_documents(texts))
+    groups: dict[tuple[str, tuple[str, ...]], list[int]] = defaultdict(list)
+    for i in ids:
+        d = index.directives[i]
+        groups[section_of(d.uri, d.statement, d.section)].append(i)
+    keys = sorted(groups)
+    section_texts = []
+    for key in keys:
+        heading = " > ".join(key[1]) or Path(key[0]).name
+        body = " ".join(index.directives[i].statement for i in groups[key])
+        section_texts.append(f"{heading}. {body}"[:_SECTION_CHARS])
+    section_vectors = _normalised(await embedder.embed_documents(section_texts))
+    extras = Extras(second, section_vectors, [groups[k] for k in keys])
+    _EXTRAS[id(index)] = (index, extras)
+    return extras
+
+
+async def search_arms(
+    store: Any,
+    index: DirectiveIndex,
+    text: str,
+    scope: Scope,
+    embedder: Any,
+    expand: Any,
+    warnings: list[str],
+    *,
+    k: int,
+    wait_s: float = 0.0,
+) -> Any:
+    arms = await _REAL_SEARCH(
+        store, index, text, scope, embedder, expand, warnings, k=k, wait_s=wait_s
+    )
+    variant = _CURRENT[0]
+    if (variant.second is None and not variant.sections) or arms.query_vec is None:
+        return arms
+    assert index.vectors is not None and index.vector_ids is not None
+    extras = await extras_for(index, embedder)
+    ids = index.vector_ids
+    query = arms.query_vec.astype(np.float32)
+    first = index.vectors @ query
+    sims = first
+    if variant.second is not None:
+        second = extras.second @ query
+        sims = variant.mix * first + (1 - variant.mix) * second
+        if variant.second != "mix":
+            sims = np.maximum(first, second)
+        top = min(k, len(sims))
+        if variant.second == "max":
+            rows = np.argsort(-sims, kind="stable")[:top]
+            arms.nearest = [int(ids[r]) for r in rows]
+        else:
+            rows = np.argsort(-second, kind="stable")[:top]
+            seen = set(arms.nearest)
+            arms.nearest = arms.nearest + [int(ids[r]) for r in rows if int(ids[r]) not in seen]
+    if variant.sections:
+        section_sims = extras.section_vectors @ query
+        joined: list[int] = []
+        for s in np.argsort(-section_sims, kind="stable")[: variant.sections]:
+            joined += extras.section_members[int(s)]
+        arms.graph = set(arms.graph) | set(joined[: variant.section_cap])
+    for item_id in {*arms.nearest, *arms.lexical, *arms.graph}:
+        row = index.vector_row.get(item_id)
+        if row is not None:
+            arms.similarity[item_id] = float(sims[row])
+    return arms
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    variants = [Variant.parse(v, args.section_cap) for v in args.variants.split(",")]
+    sets = args.sets.split(",") if args.sets else ds.set_names()
+    by_set: dict[str, list[Any]] = defaultdict(list)
+    for task in ds.load_tasks():
+        if task.set in sets:
+            by_set[task.set].append(task)
+    budget = args.budget
+    captured: dict[str, Any] = {}
+    real_rank = service_module.rank_candidates
+
+    def capture_rank(candidates: Any, params: Any = None) -> Any:
+        captured["candidates"] = list(candidates)
+        return real_rank(candidates, params)
+
+    service_module.rank_candidates = capture_rank  # type: ignore[assignment]
+    service_module.search_arms = search_arms  # type: ignore[assignment]
+    shipped = service_module._RANK
+    results: dict[str, Any] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        memoir = await Memoir.open(
+            f"sqlite:///{tmp}/tune.db",
+            settings=load_settings(cwd=Path(tmp), environ={}),
+            embedder=create_embedder("local"),
+        )
+        try:
+            await memoir.embedder.ensure_loaded()
+            count = memoir.tokens.count
+            services: dict[str, tuple[RulesService, Path]] = {}
+            baselines: dict[str, list[tune_rank.Row]] = defaultdict(list)
+            sizes = {"directives": 0, "sections": 0}
+            for set_name in sorted(by_set):
+                root = (ds.PUBLIC / set_name).resolve()
+                service = RulesService(memoir.context, cwd=root)
+                services[set_name] = (service, root)
+                await service.upsert_markdown(
+                    [str(root)], scope=set_name, allowed_roots=[str(root)]
+                )
+                service._settings = service._settings.model_copy(
+                    update={"candidate_k": args.candidate_k}
+                )
+                index = await service._index(Scope.of(set_name))
+                extras = await extras_for(index, memoir.embedder)
+                sizes["directives"] += len(index.directives)
+                sizes["sections"] += len(extras.section_members)
+                pool = await run_dev._candidates(service, set_name, root)
+                bm25 = BM25([tokens(" ".join((c.text, *c.section))) for c in pool])
+                vectors = await run_dev._dense_vectors(memoir, pool)
+                for task in by_set[set_name]:
+                    query = await memoir.embedder.embed_query(task.task)
+                    for method, order in tune_rank.baseline_orders(task.task, query, bm25, vectors):
+                        chosen, used, _ = pack(order, pool, budget, count)
+                        baselines[method].append(tune_rank._row(task, chosen, used))
+                print(f"{set_name}: ingested", file=sys.stderr)
+            for method, rows in baselines.items():
+                results[method] = {"ALL": tune_rank.summary(rows)}
+            for variant in variants:
+                _CURRENT[0] = variant
+                service_module._RANK = shipped
+                data: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+                rows: dict[str, dict[str, list[tune_rank.Row]]] = defaultdict(
+                    lambda: defaultdict(list)
+                )
+                n_candidates = []
+                for set_name in sorted(by_set):
+                    service, root = services[set_name]
+                    index = await service._index(Scope.of(set_name))
+                    for task in by_set[set_name]:
+                        answer = await service.query_directives(
+                            task.task, scope=set_name, token_budget=budget
+                        )
+                        rows["shipped weights"][set_name].append(
+                            tune_rank._score_answer(task, answer, root)
+                        )
+                        kept, _ = real_rank(captured["candidates"], tune_rank.BEFORE)
+                        by_id = {c.item_id: c for c in captured["candidates"]}
+                        cands = [by_id[item_id] for _, item_id in kept]
+                        n_candidates.append(len(captured["candidates"]))
+                        hits = []
+                        for c in cands:
+                            d = index.directives[c.item_id]
+                            hits.append(
+                                Candidate(
+                                    d.uid,
+                                    d.rule_id,
+                                    _relative(d.uri, root),
+                                    d.line_start,
+                                    d.line_end,
+                                    "",
+                                )
+                            )
+                        labels = [float(any(matches(h, lab) for lab in task.labels)) for h in hits]
+                        data[set_name].append(
+                            (tune_rank.features(cands, args.fusion_k), np.array(labels))
+                        )
+                        found = sum(
+                            1 for lab in task.labels if any(matches(h, lab) for h in hits)
+                        )
+                        rows["ceiling"][set_name].append(
+                            (found / len(task.labels), 0.0, 0, len(hits), task.paraphrased)
+                        )
+
+                def stacked(
+                    names: Sequence[str], data: Any = data
+                ) -> tuple[np.ndarray, np.ndarray]:
+                    pairs = [pair for n in names for pair in data[n]]
+                    return np.vstack([x for x, _ in pairs]), np.concatenate([y for _, y in pairs])
+
+                for set_name in sorted(by_set):
+                    others = [n for n in by_set if n != set_name]
+                    service_module._RANK = tune_rank.fit(
+                        *stacked(others), l2=args.l2, k=args.fusion_k
+                    )
+                    service, root = services[set_name]
+                    for task in by_set[set_name]:
+                        answer = await service.query_directives(
+                            task.task, scope=set_name, token_budget=budget
+                        )
+                        rows["loo"][set_name].append(tune_rank._score_answer(task, answer, root))
+                every = tune_rank.fit(*stacked(sorted(by_set)), l2=args.l2, k=args.fusion_k)
+                service_module._RANK = shipped
+                out: dict[str, Any] = {
+                    m: {
+                        "ALL": tune_rank.summary([r for rs in per.values() for r in rs]),
+                        **{n: tune_rank.summary(rs)["recall"] for n, rs in per.items()},
+                    }
+                    for m, per in rows.items()
+                }
+                out["candidates_mean"] = round(float(np.mean(n_candidates)), 1)
+                out["fit_all"] = str(every)
+                if args.sample:
+                    sample = await run_eval._evaluate(
+                        HERE / "sample_tasks.json", budget, False, "local"
+                    )
+                    out["sample_rules"] = sample["recall"]["memoir"]
+                results[variant.name] = out
+                s = out["loo"]["ALL"]
+                print(
+                    f"{variant.name}: loo {s['recall']:.3f} (lit {s['lit']:.3f} para "
+                    f"{s['para']:.3f}) precision {s['precision']:.3f} | shipped weights "
+                    f"{out['shipped weights']['ALL']['recall']:.3f} | ceiling "
+                    f"{out['ceiling']['ALL']['recall']:.3f} | candidates "
+                    f"{out['candidates_mean']} | sample_rules {out.get('sample_rules')} "
+                    f"({time.perf_counter() - started:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        finally:
+            service_module._RANK = shipped
+            service_module.rank_candidates = real_rank  # type: ignore[assignment]
+            service_module.search_arms = _REAL_SEARCH  # type: ignore[assignment]
+            await memoir.close()
+    results["sizes"] = sizes
+    return results
+
+
+def _print(results: dict[str, Any], variants: Sequence[str]) -> None:
+    sets = sorted(k for k in results[variants[0]]["loo"] if k != "ALL")
+    print("\n| variant | LOO recall | lit | para | precision | tokens | returned | "
+          "shipped weights | ceiling | candidates | sample_rules |")
+    print("|" + " --- |" * 11)
+    for name in variants:
+        r = results[name]
+        s = r["loo"]["ALL"]
+        print(
+            f"| {name} | {s['recall']:.3f} | {s['lit']:.3f} | {s['para']:.3f} | "
+            f"{s['precision']:.3f} | {s['tokens']:.0f} | {s['returned']:.1f} | "
+            f"{r['shipped weights']['ALL']['recall']:.3f} | {r['ceiling']['ALL']['recall']:.3f} "
+            f"| {r['candidates_mean']} | {r.get('sample_rules', '—')} |"
+        )
+    for method in ("hybrid", "dense", "bm25"):
+        s = results[method]["ALL"]
+        print(f"| *{method}* | {s['recall']:.3f} | {s['lit']:.3f} | {s['para']:.3f} | "
+              f"{s['precision']:.3f} | {s['tokens']:.0f} | {s['returned']:.1f} | | | | |")
+    print("\n| variant (LOO recall per held-out set) | " + " | ".join(sets) + " |")
+    print("|" + " --- |" * (len(sets) + 1))
+    for name in variants:
+        print(f"| {name} | " + " | ".join(f"{results[name]['loo'][n]:.3f}" for n in sets) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=900)
+    parser.add_argument("--sets", default=None)
+    parser.add_argument(
+        "--variants",
+        default="today,max,max-union,mix-0.5,section-3,section-6,max-union+section-6",
+    )
+    parser.add_argument("--candidate-k", type=int, default=60)
+    parser.add_argument("--section-cap", type=int, default=30)
+    parser.add_argument("--fusion-k", type=float, default=10.0)
+    parser.add_argument("--l2", type=float, default=0.1)
+    parser.add_argument("--sample", action="store_true", help="sample_rules under each variant")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    results = anyio.run(_run, args)
+    _print(results, args.variants.split(","))
+    print(f"sizes: {results['sizes']}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
