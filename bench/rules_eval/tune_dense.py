@@ -70,14 +70,20 @@ class Variant:
     mix: float = 0.5
     sections: int = 0
     section_cap: int = 30
+    nearest: int = 0  # widen the semantic arm to this many (0: candidate_k)
+    feature2: bool = False  # the second cosine as its own fitted ranking feature
 
     @classmethod
     def parse(cls, name: str, section_cap: int) -> Variant:
-        second, mix, sections = None, 0.5, 0
+        second, mix, sections, nearest, feature2 = None, 0.5, 0, 0, False
         for part in name.split("+"):
             if part == "today":
                 continue
-            if part in ("max", "max-union"):
+            if part == "feat2":
+                feature2 = True
+            elif part.startswith("near-"):
+                nearest = int(part[5:])
+            elif part in ("max", "max-union"):
                 second = part
             elif part.startswith("mix-"):
                 second, mix = "mix", float(part[4:])
@@ -85,11 +91,11 @@ class Variant:
                 sections = int(part[8:])
             else:
                 raise SystemExit(f"unknown variant part {part!r}")
-        return cls(name, second, mix, sections, section_cap)
+        return cls(name, second, mix, sections, section_cap, nearest, feature2)
 
 
 def heading_statement(statement: str, section: Sequence[str]) -> str:
-    """"nearest heading. statement", the nearest heading as ``graph._heading`` finds it."""
+    """ "nearest heading. statement", the nearest heading as ``graph._heading`` finds it."""
     path = tuple(section)
     text = statement.casefold().strip()
     if path and text and text in path[-1].casefold():
@@ -114,6 +120,105 @@ class Extras:
 
 _EXTRAS: dict[int, tuple[DirectiveIndex, Extras]] = {}
 _CURRENT: list[Variant] = [Variant("today")]
+# The second cosine of the last query's candidates (item id -> similarity), for ``feat2``.
+_SECOND: dict[int, float] = {}
+# Extra ranking weights of ``feat2`` (points per fused rank of the second cosine, per cosine).
+_EXTRA_WEIGHTS: list[tuple[float, float]] = [(0.0, 0.0)]
+_LAST_QUERY: list[Any] = [None]
+
+
+def points_params(points: np.ndarray, k: float) -> Any:
+    """The first six fitted coefficients (``tune_rank.FEATURES``) as RankParams."""
+    return tune_rank.RankParams(
+        relevance_weight=float(points[1]),
+        fusion_relevance=float(points[2]),
+        fusion_semantic=float(points[3]),
+        fusion_lexical=float(points[4]),
+        fusion_k=k,
+        must_bonus=float(points[5]),
+    )
+
+
+def diagnose(
+    task: Any,
+    index: DirectiveIndex,
+    root: Path,
+    cands: Sequence[Any],
+    answer: Any,
+    captured: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Per label: returned, or its place in the ranked candidates, or (never a candidate) the
+    best rank of a directive matching it by each cosine over the whole scope."""
+    query = _LAST_QUERY[0]
+    extras = _EXTRAS[id(index)][1]
+    assert index.vector_ids is not None and index.vectors is not None
+    ids = [int(i) for i in index.vector_ids.tolist()]
+    rank1 = {ids[r]: n for n, r in enumerate(np.argsort(-(index.vectors @ query), kind="stable"))}
+    rank2 = {ids[r]: n for n, r in enumerate(np.argsort(-(extras.second @ query), kind="stable"))}
+    order = captured.get("order", [])
+    place = {item_id: n for n, item_id in enumerate(order)}
+    cand_ids = {c.item_id for c in cands}
+    pre_gate = {c.item_id for c in captured["candidates"]}
+    shown = {d.directive_id for d in answer.directives}
+    out = []
+    for lab in task.labels:
+        hits = [
+            d
+            for d in index.directives.values()
+            if matches(
+                Candidate(d.uid, d.rule_id, _relative(d.uri, root), d.line_start, d.line_end, ""),
+                lab,
+            )
+        ]
+        row: dict[str, Any] = {"task": task.id, "paraphrased": task.paraphrased}
+        if not hits:
+            row["state"] = "parse"
+        elif any(d.uid in shown for d in hits):
+            row["state"] = "returned"
+        elif any(d.item_id in pre_gate for d in hits) and not any(
+            d.item_id in cand_ids for d in hits
+        ):
+            row["state"] = "gated"
+        elif any(d.item_id in cand_ids for d in hits):
+            row["state"] = "ranked"
+            row["place"] = min(place.get(d.item_id, 10**6) for d in hits)
+        else:
+            row["state"] = "never"
+            row["cos1"] = min(rank1.get(d.item_id, 10**6) for d in hits)
+            row["cos2"] = min(rank2.get(d.item_id, 10**6) for d in hits)
+            row["scope"] = len(ids)
+        out.append(row)
+    return out
+
+
+def print_misses(name: str, misses: Sequence[dict[str, Any]]) -> None:
+    from collections import Counter
+
+    states = Counter(m["state"] for m in misses)
+    print(f"{name}: labels {len(misses)}: {dict(states)}", file=sys.stderr)
+    ranked = [m["place"] for m in misses if m["state"] == "ranked"]
+    bands = ((0, 30), (30, 45), (45, 60), (60, 10**7))
+    print(
+        "  ranked but not returned, place in the order: "
+        + ", ".join(f"{a + 1}-{b}: {sum(a <= p < b for p in ranked)}" for a, b in bands),
+        file=sys.stderr,
+    )
+    never = [m for m in misses if m["state"] == "never"]
+    cos_bands = ((0, 60), (60, 120), (120, 240), (240, 10**7))
+    for key in ("cos1", "cos2"):
+        print(
+            f"  never a candidate, best {key} rank in scope: "
+            + ", ".join(
+                f"{a + 1}-{b}: {sum(a <= m[key] < b for m in never)}" for a, b in cos_bands
+            ),
+            file=sys.stderr,
+        )
+    print(
+        f"  never a candidate: {[(m['task'], m['cos1'], m['cos2'], m['scope']) for m in never]}",
+        file=sys.stderr,
+    )
+
+
 _REAL_SEARCH = service_module.search_arms
 
 
@@ -164,7 +269,10 @@ async def search_arms(
         store, index, text, scope, embedder, expand, warnings, k=k, wait_s=wait_s
     )
     variant = _CURRENT[0]
-    if (variant.second is None and not variant.sections) or arms.query_vec is None:
+    _LAST_QUERY[0] = arms.query_vec
+    _SECOND.clear()
+    changes = variant.second or variant.sections or variant.nearest or variant.feature2
+    if not changes or arms.query_vec is None:
         return arms
     assert index.vectors is not None and index.vector_ids is not None
     extras = await extras_for(index, embedder)
@@ -172,6 +280,10 @@ async def search_arms(
     query = arms.query_vec.astype(np.float32)
     first = index.vectors @ query
     sims = first
+    if variant.nearest:
+        rows = np.argsort(-first, kind="stable")[: variant.nearest]
+        seen = set(arms.nearest)
+        arms.nearest = arms.nearest + [int(ids[r]) for r in rows if int(ids[r]) not in seen]
     if variant.second is not None:
         second = extras.second @ query
         sims = variant.mix * first + (1 - variant.mix) * second
@@ -191,11 +303,58 @@ async def search_arms(
         for s in np.argsort(-section_sims, kind="stable")[: variant.sections]:
             joined += extras.section_members[int(s)]
         arms.graph = set(arms.graph) | set(joined[: variant.section_cap])
+    second_all = extras.second @ query if variant.feature2 else None
     for item_id in {*arms.nearest, *arms.lexical, *arms.graph}:
         row = index.vector_row.get(item_id)
         if row is not None:
             arms.similarity[item_id] = float(sims[row])
+            if second_all is not None:
+                _SECOND[item_id] = float(second_all[row])
     return arms
+
+
+def second_features(candidates: Sequence[Any], k: float) -> np.ndarray:
+    """(fused rank of the second cosine, the second cosine) per candidate (``feat2``)."""
+    values = np.array([_SECOND.get(c.item_id, 0.0) for c in candidates])
+    item_ids = np.array([c.item_id for c in candidates])
+    order = np.lexsort((item_ids, -values))
+    fused = np.zeros(len(candidates))
+    fused[order] = k / (k + np.arange(len(candidates)))
+    return np.column_stack([fused, values])
+
+
+def fit_points(x: np.ndarray, y: np.ndarray, *, l2: float = 0.1) -> np.ndarray:
+    """``tune_rank.fit``'s logistic regression, every coefficient in seed-003 points."""
+    mu, sd = x.mean(0), x.std(0) + 1e-9
+    z = np.hstack([(x - mu) / sd, np.ones((len(x), 1))])
+    w = np.zeros(z.shape[1])
+    balance = np.where(y > 0, (len(y) - y.sum()) / max(y.sum(), 1.0), 1.0)
+    for _ in range(600):
+        p = 1 / (1 + np.exp(-z @ w))
+        w -= 0.5 * (z.T @ ((p - y) * balance) / len(y) + l2 * np.r_[w[:-1], 0.0])
+    raw = w[:-1] / sd
+    return (raw / raw[0]).round(1)
+
+
+def rank_with_second(real_rank: Any, k: float) -> Any:
+    """``rank_candidates`` plus the ``feat2`` terms, same gate, same tie-breaks."""
+
+    def rank(candidates: Any, params: Any = None) -> Any:
+        scored, left_out = real_rank(candidates, params)
+        fused_w, sim_w = _EXTRA_WEIGHTS[0]
+        if not scored or not _SECOND or not (fused_w or sim_w):
+            return scored, left_out
+        by_id = {c.item_id: c for c in candidates}
+        kept = [by_id[item_id] for _, item_id in scored]
+        extra = second_features(kept, k) @ np.array([fused_w, sim_w])
+        rescored = [
+            (round(score + float(e), 4), item_id)
+            for (score, item_id), e in zip(scored, extra, strict=True)
+        ]
+        rescored.sort(key=lambda p: (-p[0], -by_id[p[1]].semantic, p[1]))
+        return rescored, left_out
+
+    return rank
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -209,9 +368,14 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     captured: dict[str, Any] = {}
     real_rank = service_module.rank_candidates
 
+    ranker = rank_with_second(real_rank, args.fusion_k)
+
     def capture_rank(candidates: Any, params: Any = None) -> Any:
         captured["candidates"] = list(candidates)
-        return real_rank(candidates, params)
+        captured["second"] = dict(_SECOND)
+        result = ranker(candidates, params)
+        captured["order"] = [item_id for _, item_id in result[0]]
+        return result
 
     service_module.rank_candidates = capture_rank  # type: ignore[assignment]
     service_module.search_arms = search_arms  # type: ignore[assignment]
@@ -257,7 +421,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 results[method] = {"ALL": tune_rank.summary(rows)}
             for variant in variants:
                 _CURRENT[0] = variant
+                _EXTRA_WEIGHTS[0] = (0.0, 0.0)
                 service_module._RANK = shipped
+                misses: list[dict[str, Any]] = []
                 data: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
                 rows: dict[str, dict[str, list[tune_rank.Row]]] = defaultdict(
                     lambda: defaultdict(list)
@@ -291,12 +457,15 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                                 )
                             )
                         labels = [float(any(matches(h, lab) for lab in task.labels)) for h in hits]
-                        data[set_name].append(
-                            (tune_rank.features(cands, args.fusion_k), np.array(labels))
-                        )
-                        found = sum(
-                            1 for lab in task.labels if any(matches(h, lab) for h in hits)
-                        )
+                        x = tune_rank.features(cands, args.fusion_k)
+                        if variant.feature2:
+                            _SECOND.clear()
+                            _SECOND.update(captured["second"])
+                            x = np.hstack([x, second_features(cands, args.fusion_k)])
+                        data[set_name].append((x, np.array(labels)))
+                        if args.diagnose:
+                            misses += diagnose(task, index, root, cands, answer, captured)
+                        found = sum(1 for lab in task.labels if any(matches(h, lab) for h in hits))
                         rows["ceiling"][set_name].append(
                             (found / len(task.labels), 0.0, 0, len(hits), task.paraphrased)
                         )
@@ -309,17 +478,22 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
                 for set_name in sorted(by_set):
                     others = [n for n in by_set if n != set_name]
-                    service_module._RANK = tune_rank.fit(
-                        *stacked(others), l2=args.l2, k=args.fusion_k
-                    )
+                    x, y = stacked(others)
+                    service_module._RANK = tune_rank.fit(x[:, :6], y, l2=args.l2, k=args.fusion_k)
+                    if variant.feature2:
+                        points = fit_points(x, y, l2=args.l2)
+                        service_module._RANK = points_params(points, args.fusion_k)
+                        _EXTRA_WEIGHTS[0] = (float(points[6]), float(points[7]))
                     service, root = services[set_name]
                     for task in by_set[set_name]:
                         answer = await service.query_directives(
                             task.task, scope=set_name, token_budget=budget
                         )
                         rows["loo"][set_name].append(tune_rank._score_answer(task, answer, root))
-                every = tune_rank.fit(*stacked(sorted(by_set)), l2=args.l2, k=args.fusion_k)
+                x, y = stacked(sorted(by_set))
+                every = fit_points(x, y, l2=args.l2).tolist()
                 service_module._RANK = shipped
+                _EXTRA_WEIGHTS[0] = (0.0, 0.0)
                 out: dict[str, Any] = {
                     m: {
                         "ALL": tune_rank.summary([r for rs in per.values() for r in rs]),
@@ -328,12 +502,20 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     for m, per in rows.items()
                 }
                 out["candidates_mean"] = round(float(np.mean(n_candidates)), 1)
-                out["fit_all"] = str(every)
+                out["fit_all"] = every
+                if args.diagnose:
+                    out["misses"] = misses
+                    print_misses(variant.name, misses)
                 if args.sample:
+                    if variant.feature2:  # what would ship: the fit on every set
+                        service_module._RANK = points_params(np.array(every), args.fusion_k)
+                        _EXTRA_WEIGHTS[0] = (every[6], every[7])
                     sample = await run_eval._evaluate(
                         HERE / "sample_tasks.json", budget, False, "local"
                     )
                     out["sample_rules"] = sample["recall"]["memoir"]
+                    service_module._RANK = shipped
+                    _EXTRA_WEIGHTS[0] = (0.0, 0.0)
                 results[variant.name] = out
                 s = out["loo"]["ALL"]
                 print(
@@ -357,8 +539,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _print(results: dict[str, Any], variants: Sequence[str]) -> None:
     sets = sorted(k for k in results[variants[0]]["loo"] if k != "ALL")
-    print("\n| variant | LOO recall | lit | para | precision | tokens | returned | "
-          "shipped weights | ceiling | candidates | sample_rules |")
+    print(
+        "\n| variant | LOO recall | lit | para | precision | tokens | returned | "
+        "shipped weights | ceiling | candidates | sample_rules |"
+    )
     print("|" + " --- |" * 11)
     for name in variants:
         r = results[name]
@@ -371,8 +555,10 @@ def _print(results: dict[str, Any], variants: Sequence[str]) -> None:
         )
     for method in ("hybrid", "dense", "bm25"):
         s = results[method]["ALL"]
-        print(f"| *{method}* | {s['recall']:.3f} | {s['lit']:.3f} | {s['para']:.3f} | "
-              f"{s['precision']:.3f} | {s['tokens']:.0f} | {s['returned']:.1f} | | | | |")
+        print(
+            f"| *{method}* | {s['recall']:.3f} | {s['lit']:.3f} | {s['para']:.3f} | "
+            f"{s['precision']:.3f} | {s['tokens']:.0f} | {s['returned']:.1f} | | | | |"
+        )
     print("\n| variant (LOO recall per held-out set) | " + " | ".join(sets) + " |")
     print("|" + " --- |" * (len(sets) + 1))
     for name in variants:
@@ -392,6 +578,7 @@ def main() -> None:
     parser.add_argument("--fusion-k", type=float, default=10.0)
     parser.add_argument("--l2", type=float, default=0.1)
     parser.add_argument("--sample", action="store_true", help="sample_rules under each variant")
+    parser.add_argument("--diagnose", action="store_true", help="where the missed labels rank")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     results = anyio.run(_run, args)
