@@ -72,15 +72,25 @@ class Variant:
     section_cap: int = 30
     nearest: int = 0  # widen the semantic arm to this many (0: candidate_k)
     feature2: bool = False  # the second cosine as its own fitted ranking feature
+    prf: int = 0  # pseudo-relevance feedback: add the mean of this many top vectors to the query
+    prf_source: str = "dense"  # "dense" (nearest by cosine) or "lexical" (the lexical arm's top)
+    centre: bool = False  # similarity minus the query's median cosine over the scope, + 0.3
 
     @classmethod
     def parse(cls, name: str, section_cap: int) -> Variant:
         second, mix, sections, nearest, feature2 = None, 0.5, 0, 0, False
+        prf, prf_source, centre = 0, "dense", False
         for part in name.split("+"):
             if part == "today":
                 continue
             if part == "feat2":
                 feature2 = True
+            elif part == "centre":
+                centre = True
+            elif part.startswith("prf-"):
+                prf = int(part[4:])
+            elif part.startswith("prfl-"):
+                prf, prf_source = int(part[5:]), "lexical"
             elif part.startswith("near-"):
                 nearest = int(part[5:])
             elif part in ("max", "max-union"):
@@ -91,7 +101,9 @@ class Variant:
                 sections = int(part[8:])
             else:
                 raise SystemExit(f"unknown variant part {part!r}")
-        return cls(name, second, mix, sections, section_cap, nearest, feature2)
+        return cls(
+            name, second, mix, sections, section_cap, nearest, feature2, prf, prf_source, centre
+        )
 
 
 def heading_statement(statement: str, section: Sequence[str]) -> str:
@@ -271,7 +283,14 @@ async def search_arms(
     variant = _CURRENT[0]
     _LAST_QUERY[0] = arms.query_vec
     _SECOND.clear()
-    changes = variant.second or variant.sections or variant.nearest or variant.feature2
+    changes = (
+        variant.second
+        or variant.sections
+        or variant.nearest
+        or variant.feature2
+        or variant.prf
+        or variant.centre
+    )
     if not changes or arms.query_vec is None:
         return arms
     assert index.vectors is not None and index.vector_ids is not None
@@ -279,6 +298,21 @@ async def search_arms(
     ids = index.vector_ids
     query = arms.query_vec.astype(np.float32)
     first = index.vectors @ query
+    if variant.prf:
+        if variant.prf_source == "lexical":
+            rows = [index.vector_row[i] for i in arms.lexical if i in index.vector_row]
+            rows = rows[: variant.prf]
+        else:
+            rows = np.argsort(-first, kind="stable")[: variant.prf].tolist()
+        if rows:
+            feedback = index.vectors[rows].mean(0)
+            query = query + 0.5 * feedback / (np.linalg.norm(feedback) or 1.0)
+            query = (query / np.linalg.norm(query)).astype(np.float32)
+            first = index.vectors @ query
+            top = np.argsort(-first, kind="stable")[:k]
+            arms.nearest = [int(ids[r]) for r in top]
+    if variant.centre:
+        first = first - float(np.median(first)) + 0.3
     sims = first
     if variant.nearest:
         rows = np.argsort(-first, kind="stable")[: variant.nearest]
