@@ -15,7 +15,17 @@ query path, the ranking stage and the packer are memoir's own:
 - ``section-S``: one vector per rule-file section (its heading path and its directives'
   statements); the directives of the S sections nearest the task join the candidates
   (at most ``--section-cap`` of them);
+- ``feat2``: the second cosine as two more ranking features (its fused rank and its value),
+  fitted with the others; the similarity stays the first cosine;
+- ``near-N``: the semantic arm widened to N (first vector);
+- ``prf-N`` / ``prfl-N``: pseudo-relevance feedback, the query vector plus half the mean of its
+  N nearest directives' vectors (``prfl``: the lexical arm's top N), nearest re-searched;
+- ``centre``: similarity = cosine minus the query's median cosine over the scope, plus 0.3;
 - combinations joined by ``+`` (``max-union+section-5``).
+
+``--diagnose`` prints where each label ends up (returned, ranked below the budget, cut by the
+relevance gate, never a candidate with its best rank by each cosine, or not parsed).
+Results and what was kept: ``RESULTS.md``, section "the dense side" (nothing was adopted).
 
 Protocol per variant (one store, one folder upsert per set, real local embedder, budget 900,
 ``candidate_k`` 60): every task is asked once to record the candidates the ranking stage sees
