@@ -396,9 +396,9 @@ async def evaluate_set(
         memoir = await Memoir.open(
             f"sqlite:///{tmp}/eval.db", settings=settings, embedder=create_embedder(embedder)
         )
+        service = RulesService(memoir.context, cwd=root)
         try:
             await memoir.embedder.ensure_loaded()
-            service = RulesService(memoir.context, cwd=root)
             folder = await service.upsert_markdown(
                 [str(root)], scope="folder", allowed_roots=[str(root)]
             )
@@ -498,6 +498,7 @@ async def evaluate_set(
                 "results": results,
             }
         finally:
+            await service.close()  # its queued run records go out before the store shuts
             await memoir.close()
 
 

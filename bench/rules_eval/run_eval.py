@@ -62,9 +62,9 @@ async def _evaluate(
         memoir = await Memoir.open(
             f"sqlite:///{tmp}/eval.db", settings=settings, embedder=create_embedder(embedder_spec)
         )
+        service = RulesService(memoir.context, cwd=ROOT)
         try:
             await memoir.embedder.ensure_loaded()
-            service = RulesService(memoir.context, cwd=ROOT)
             report = await service.upsert_markdown(
                 [str(c) for c in corpora], scope="eval", allowed_roots=[str(c) for c in corpora]
             )
@@ -184,6 +184,7 @@ async def _evaluate(
                 "query_ms_median": round(statistics.median(ms), 2),
             }
         finally:
+            await service.close()  # its queued run records go out before the store shuts
             await memoir.close()
 
 
