@@ -47,8 +47,11 @@ class DirectiveColumns:
     rule_authority: tuple[frozenset[str], ...]
     layer: np.ndarray  # code into layers
     layers: tuple[str, ...]
-    topic_set: np.ndarray  # code into topic_sets
-    topic_sets: tuple[frozenset[str], ...]
+    # Topic sets are mostly distinct (a directive's topics with their parents): the Jaccard
+    # overlap is counted on a membership matrix, one row per directive, one column per topic.
+    topic_members: np.ndarray  # bool, directives x topic_names
+    topic_count: np.ndarray
+    topic_column: dict[str, int]
     conditions: np.ndarray  # code into condition_terms / condition_strong
     condition_terms: tuple[tuple[tuple[tuple[str, float], ...], ...], ...]
     condition_strong: tuple[frozenset[str], ...]
@@ -62,11 +65,9 @@ class DirectiveColumns:
         ids = sorted(index.directives)
         rules: dict[str, int] = {}
         layers: dict[str, int] = {}
-        topic_sets: dict[frozenset[str], int] = {}
         conditions: dict[Conditions, int] = {}
         rule_codes: list[int] = []
         layer_codes: list[int] = []
-        topic_codes: list[int] = []
         condition_codes: list[int] = []
         for item_id in ids:
             d = index.directives[item_id]
@@ -75,10 +76,17 @@ class DirectiveColumns:
             else:
                 rule_codes.append(-1)
             layer_codes.append(layers.setdefault(d.layer, len(layers)))
-            topic_codes.append(topic_sets.setdefault(d.topic_set, len(topic_sets)))
             key = (d.condition_terms, d.condition_strong)
             condition_codes.append(conditions.setdefault(key, len(conditions)))
         severities = [index.directives[i].severity for i in ids]
+        topic_column: dict[str, int] = {}
+        for item_id in ids:
+            for topic in sorted(index.directives[item_id].topic_set):
+                topic_column.setdefault(topic, len(topic_column))
+        members = np.zeros((len(ids), len(topic_column)), dtype=bool)
+        for row, item_id in enumerate(ids):
+            for topic in index.directives[item_id].topic_set:
+                members[row, topic_column[topic]] = True
         # Dictionaries keep insertion order: the n-th key has code n.
         columns = cls(
             ids=np.array(ids, dtype=np.int64),
@@ -88,8 +96,9 @@ class DirectiveColumns:
             rule_authority=tuple(index.rules[rule_id].authoritative_for for rule_id in rules),
             layer=np.array(layer_codes, dtype=np.int64),
             layers=tuple(layers),
-            topic_set=np.array(topic_codes, dtype=np.int64),
-            topic_sets=tuple(topic_sets),
+            topic_members=members,
+            topic_count=members.sum(axis=1, dtype=np.int64),
+            topic_column=topic_column,
             conditions=np.array(condition_codes, dtype=np.int64),
             condition_terms=tuple(terms for terms, _ in conditions),
             condition_strong=tuple(strong for _, strong in conditions),
@@ -198,21 +207,12 @@ def candidate_signals(
         len(columns.layers),
     )
 
-    topic_count = len(query.topics)
-
-    def overlap_of(topics: frozenset[str]) -> float:
-        shared = len(topics & query.topics)
-        union = len(topics) + topic_count - shared
-        return round(shared / union, 4) if union else 0.0
-
-    overlap = _per_code(
-        columns.topic_set[rows],
-        (
-            (number, overlap_of(columns.topic_sets[number]))
-            for number in np.unique(columns.topic_set[rows]).tolist()
-        ),
-        len(columns.topic_sets),
-    )
+    # overlap: round(shared / union, 4), 0 when both are empty (ints divide exactly alike).
+    query_columns = [columns.topic_column[t] for t in query.topics if t in columns.topic_column]
+    shared = columns.topic_members[rows][:, query_columns].sum(axis=1, dtype=np.int64)
+    union = columns.topic_count[rows] + len(query.topics) - shared
+    with np.errstate(invalid="ignore", divide="ignore"):
+        overlap = np.where(union > 0, round4(shared / union), 0.0)
 
     condition_codes = columns.conditions[rows]
     wta_of = np.zeros(len(columns.condition_terms))
