@@ -63,30 +63,35 @@ class DirectiveColumns:
         if isinstance(cached, DirectiveColumns):
             return cached
         ids = sorted(index.directives)
+        directives = [index.directives[i] for i in ids]
         rules: dict[str, int] = {}
         layers: dict[str, int] = {}
-        conditions: dict[Conditions, int] = {}
+        # Keyed by identity: a rule's directives share its condition tuple (hashing the
+        # nested tuples by value for every directive costs more than the whole build).
+        conditions: dict[int, int] = {}
+        condition_objects: list[Conditions] = []
+        topic_column: dict[str, int] = {}
         rule_codes: list[int] = []
         layer_codes: list[int] = []
         condition_codes: list[int] = []
-        for item_id in ids:
-            d = index.directives[item_id]
-            if d.rule_id in index.rules:
-                rule_codes.append(rules.setdefault(d.rule_id, len(rules)))
-            else:
-                rule_codes.append(-1)
+        member_rows: list[int] = []
+        member_columns: list[int] = []
+        for row, d in enumerate(directives):
+            rule_codes.append(
+                rules.setdefault(d.rule_id, len(rules)) if d.rule_id in index.rules else -1
+            )
             layer_codes.append(layers.setdefault(d.layer, len(layers)))
-            key = (d.condition_terms, d.condition_strong)
-            condition_codes.append(conditions.setdefault(key, len(conditions)))
-        severities = [index.directives[i].severity for i in ids]
-        topic_column: dict[str, int] = {}
-        for item_id in ids:
-            for topic in sorted(index.directives[item_id].topic_set):
-                topic_column.setdefault(topic, len(topic_column))
+            number = conditions.get(id(d.condition_terms))
+            if number is None:
+                number = conditions[id(d.condition_terms)] = len(condition_objects)
+                condition_objects.append((d.condition_terms, d.condition_strong))
+            condition_codes.append(number)
+            for topic in d.topic_set:
+                member_rows.append(row)
+                member_columns.append(topic_column.setdefault(topic, len(topic_column)))
         members = np.zeros((len(ids), len(topic_column)), dtype=bool)
-        for row, item_id in enumerate(ids):
-            for topic in index.directives[item_id].topic_set:
-                members[row, topic_column[topic]] = True
+        members[member_rows, member_columns] = True
+        severities = [d.severity for d in directives]
         # Dictionaries keep insertion order: the n-th key has code n.
         columns = cls(
             ids=np.array(ids, dtype=np.int64),
@@ -100,8 +105,8 @@ class DirectiveColumns:
             topic_count=members.sum(axis=1, dtype=np.int64),
             topic_column=topic_column,
             conditions=np.array(condition_codes, dtype=np.int64),
-            condition_terms=tuple(terms for terms, _ in conditions),
-            condition_strong=tuple(strong for _, strong in conditions),
+            condition_terms=tuple(terms for terms, _ in condition_objects),
+            condition_strong=tuple(strong for _, strong in condition_objects),
         )
         index.columns = columns
         return columns
