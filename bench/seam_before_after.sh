@@ -10,7 +10,9 @@
 #
 #   STEPS="rules_quick" ROUNDS=3 EXTRA_TREES=/work/wt/qd bench/seam_before_after.sh B A OUT
 #
-# STEPS picks the scripts (rules_eval, search, rules, rules_quick = bench_rules.py --quick);
+# STEPS picks the scripts (rules_eval, search, rules, rules_quick = bench_rules.py --quick,
+# rules_cpu = AFTER's bench/profile_rules_query.py run on each tree's code with its own .venv:
+# process CPU per query at 2k, one store per side under OUT/store-<side>, built on first use);
 # ROUNDS repeats the whole alternation; EXTRA_TREES are run after *after* in each round (a
 # branch under test), their logs named after the folder. Logs: OUT/<step>-<side>[-<round>].log.
 set -u
@@ -19,6 +21,7 @@ after=$(cd "$2" && pwd)
 out=$3
 public=${PUBLIC_RULES:-$after/bench/rules_eval/public}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)  # the steps run from inside each tree
 
 run() {  # name tree command...
     local name=$1 tree=$2
@@ -50,6 +53,7 @@ for round in $(seq 1 "$rounds"); do
                 search) run "bench_search-$side$suffix" "$tree" .venv/bin/python bench/bench_search.py --sizes 10000,100000 ;;
                 rules) run "bench_rules-$side$suffix" "$tree" .venv/bin/python bench/bench_rules.py ;;
                 rules_quick) run "bench_rules_quick-$side$suffix" "$tree" .venv/bin/python bench/bench_rules.py --quick ;;
+                rules_cpu) run "rules_cpu-$side$suffix" "$tree" .venv/bin/python "$after/bench/profile_rules_query.py" --tree "$tree" --store "$out/store-$side" --rounds "${CPU_ROUNDS:-2}" ;;
             esac
         done
     done

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -90,6 +91,9 @@ class DirectiveIndex:
     # ranks it: a pure function of the statement, which this index version fixes.
     restatement_keys: dict[int, frozenset[str]] = field(default_factory=dict)
     statement_stems: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # The candidate loop's per-directive columns (``signal_columns.DirectiveColumns``), built
+    # by the first query of this version.
+    columns: Any = None
 
     def restatement_key(self, item_id: int) -> frozenset[str]:
         """The content words of a directive's statement (see ``rules_parser.noise``)."""

@@ -25,8 +25,9 @@ from typing import NamedTuple
 import numpy as np
 
 from memory_core.rules.relevance import RelevanceGate
+from memory_core.rules.rounding import round4
 
-__all__ = ["Candidate", "RankParams", "rank_candidates"]
+__all__ = ["Candidate", "RankParams", "rank_candidates", "rank_columns"]
 
 
 class Candidate(NamedTuple):
@@ -69,7 +70,9 @@ class RankParams:
     gate: RelevanceGate = field(default_factory=RelevanceGate)
 
 
-def _columns(candidates: Sequence[Candidate]) -> tuple[np.ndarray, ...]:
+def _columns(
+    candidates: Sequence[Candidate],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(item ids, totals, relevances, similarities, lexical ranks (-1: none), MUST flags)."""
     ids, totals, relevances, similarities, lexical_ranks, musts = zip(*candidates, strict=True)
     return (
@@ -122,16 +125,32 @@ def rank_candidates(
     """Gate the candidates on relevance, then order the kept ones.
 
     The arithmetic runs on numpy columns (~235 candidates a query at 2k directives); the
-    final rounding is Python's ``round``, as before, so scores are unchanged to the bit.
+    final rounding is Python's ``round`` (or :func:`~memory_core.rules.signal_columns.round4`,
+    the same to the bit), as before, so scores are unchanged to the bit.
 
     Returns:
         ((score, item id) best first, how many were left out as not relevant enough).
     """
-    params = params or RankParams()
     if not candidates:
         return [], 0
-    columns = _columns(candidates)
-    ids, totals, relevances, _, _, _ = columns
+    return rank_columns(*_columns(candidates), params)
+
+
+def rank_columns(
+    ids: np.ndarray,
+    totals: np.ndarray,
+    relevances: np.ndarray,
+    similarities: np.ndarray,
+    lexical_ranks: np.ndarray,
+    musts: np.ndarray,
+    params: RankParams | None = None,
+) -> tuple[list[tuple[float, int]], int]:
+    """:func:`rank_candidates` on its columns (item ids, totals, relevances, similarities,
+    lexical ranks with -1 for none, MUST flags), for a caller that already has them."""
+    params = params or RankParams()
+    if not len(ids):
+        return [], 0
+    columns = (ids, totals, relevances, similarities, lexical_ranks, musts)
     by_relevance = np.lexsort((ids, -totals, -relevances))
     keep = params.gate.cut(relevances[by_relevance].tolist())
     kept = by_relevance[:keep]
@@ -143,8 +162,8 @@ def rank_candidates(
         + fused
         + np.where(musts, params.must_bonus, 0.0)
     )
-    scores = np.array([round(value, 4) for value in raw.tolist()])
+    scores = round4(raw)
     order = np.lexsort((ids, -similarities, -scores))
     return list(zip(scores[order].tolist(), ids[order].tolist(), strict=True)), len(
-        candidates
+        columns[0]
     ) - keep

@@ -27,6 +27,7 @@ from memory_core.rules.topics import stem
 __all__ = [
     "MODE_TOPICS",
     "MODE_WEIGHTS",
+    "SEVERITY_POINTS",
     "SIGNALS",
     "SPEC_WEIGHTS",
     "QueryFeatures",
@@ -84,7 +85,7 @@ MODE_TOPICS: Final = MappingProxyType(
         "review": ("security",),
     }
 )
-_SEVERITY_POINTS: Final = MappingProxyType({"MUST": 3.0, "SHOULD": 2.0, "MAY": 1.0})
+SEVERITY_POINTS: Final = MappingProxyType({"MUST": 3.0, "SHOULD": 2.0, "MAY": 1.0})
 # Generic verbs say little about whether a condition applies ("adding", "changing").
 _WEAK_WORDS: Final = frozenset(
     stem(w)
@@ -234,7 +235,7 @@ def _signals(
     shared = len(topics & query.topics)
     union = len(topics) + len(query.topics) - shared
     overlap = round(shared / union, 4) if union else 0.0
-    severity_boost = _SEVERITY_POINTS.get(severity, 1.0)
+    severity_boost = SEVERITY_POINTS.get(severity, 1.0)
     sim = 0.0 if semantic is None else round(max(0.0, min(1.0, float(semantic))), 4)
     return authority, wta, which, layer_match, overlap, severity_boost, sim
 

@@ -54,8 +54,8 @@ from memory_core.rules.models import (
     UpsertReport,
 )
 from memory_core.rules.paths import escaping_links, validate_virtual_path
-from memory_core.rules.relevance import relevance, short_reason
-from memory_core.rules.rerank import Candidate, RankParams, rank_candidates
+from memory_core.rules.relevance import short_reason
+from memory_core.rules.rerank import RankParams, rank_columns
 from memory_core.rules.runs import RunRecorder, query_run_payload
 from memory_core.rules.scoring import (
     MODE_TOPICS,
@@ -63,10 +63,9 @@ from memory_core.rules.scoring import (
     content_stems,
     resolve_weights,
     score_directive,
-    signal_values,
-    total_of,
     weight_vector,
 )
+from memory_core.rules.signal_columns import candidate_signals
 from memory_core.rules.topics import expand_topics
 from memory_core.scope import Scope, ScopeLike, as_scope, find_project_root
 from memory_core.storage.ports import Tx
@@ -474,52 +473,29 @@ class RulesService:
                     for i in candidate_ids
                     if index.directives[i].layer in ("*", detected.detected_layer)
                 }
-        wta_cache: dict[int, tuple[float, int]] = {}
         no_rule = frozenset[str]()
-        lexical_rank = {item_id: rank for rank, item_id in enumerate(lexical_ids)}
-        weight_of = weight_vector(weights)
-        candidates: list[Candidate] = []
-        # Kept for the explanations of the directives shown (their breakdown reuses them).
-        signals_of: dict[int, tuple[float, float, int, float, float, float, float]] = {}
-        for item_id in candidate_ids:
-            directive = index.directives[item_id]
-            rule = index.rules.get(directive.rule_id)
-            sim = semantic.get(item_id) if semantic_ok else None
-            rank = lexical_rank.get(item_id)
-            values = signal_values(
-                severity=directive.severity,
-                layer=directive.layer,
-                topics=directive.topic_set,
-                conditions=directive.condition_terms,
-                rule_authoritative_for=rule.authoritative_for if rule else no_rule,
-                semantic=sim,
-                query=features,
-                wta_cache=wta_cache,
-                condition_strong=directive.condition_strong,
-            )
-            signals_of[item_id] = values
-            rel = relevance(
-                semantic=sim,
-                lexical_rank=rank,
-                lexical_size=len(lexical_ids),
-                when_to_apply=values[1],
-                authority=values[0],
-                topic_overlap=values[4],
-            )
-            # Positional: item id, total, relevance, similarity, lexical rank, MUST.
-            candidates.append(
-                Candidate(
-                    item_id,
-                    total_of(values, weight_of),
-                    rel,
-                    sim or 0.0,
-                    rank,
-                    directive.severity == "MUST",
-                )
-            )
+        # Signals, relevance and total of every candidate on numpy columns: the same values
+        # to the bit as signal_values / relevance / total_of one candidate at a time.
+        signals = candidate_signals(
+            index,
+            candidate_ids,
+            semantic=semantic if semantic_ok else None,
+            lexical_rank={item_id: rank for rank, item_id in enumerate(lexical_ids)},
+            lexical_size=len(lexical_ids),
+            query=features,
+            weights=weight_vector(weights),
+        )
         # The budget is a ceiling: only candidates relevant to the task are ranked.
-        scored, below_relevance = rank_candidates(candidates, _RANK)
-        relevance_of = {c.item_id: c.relevance for c in candidates}
+        scored, below_relevance = rank_columns(
+            signals.ids,
+            signals.total,
+            signals.relevance,
+            signals.similarity,
+            signals.lexical_rank,
+            signals.must,
+            _RANK,
+        )
+        row_of = {item_id: row for row, item_id in enumerate(signals.ids.tolist())}
         lexical_set, nearest_set = set(lexical_ids), set(nearest_ids)
         seen_statements: set[frozenset[str]] = set()
         restated = 0
@@ -548,9 +524,9 @@ class RulesService:
                 semantic=semantic.get(item_id) if semantic_ok else None,
                 query=features,
                 weights=weights,
-                relevance=relevance_of[item_id],
+                relevance=float(signals.relevance[row_of[item_id]]),
                 total=score,
-                values=signals_of[item_id],
+                values=signals.values(row_of[item_id]),
             )
             reason = short_reason(
                 shared_words=(
