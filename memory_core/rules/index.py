@@ -84,8 +84,12 @@ class DirectiveIndex:
     vector_ids: np.ndarray | None = None
     vectors: np.ndarray | None = None
     vector_row: dict[int, int] = field(default_factory=dict)
-    # FTS rows holding each query term, learnt as queries come (the lexical arm's cost model).
-    term_rows: dict[str, int] = field(default_factory=dict)
+    # The lexical arm's BM25 statistics, this scope's only (memory_core.retrieval.bm25): each
+    # directive's length in tokens (read at the first query), and the postings of each query
+    # term, learnt as queries come; posting_entries bounds them.
+    lexical_lengths: dict[int, int] | None = None
+    term_postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    posting_entries: int = 0
     # Each directive's restatement key (rules_parser.noise), computed the first time a query
     # ranks it: a pure function of the statement, which this index version fixes.
     restatement_keys: dict[int, frozenset[str]] = field(default_factory=dict)

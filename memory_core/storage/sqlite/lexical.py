@@ -28,6 +28,28 @@ __all__ = ["SqliteLexical"]
 
 _OVERFETCH = 4
 _MAX_PAGE = 8192
+# Marks each instance of the matched phrase in highlight()'s output, which is how a row's term
+# frequency is read: FTS5 keeps no SQL function for it (the instance count is only visible to
+# auxiliary functions, which the stdlib driver cannot register).
+_MARK = "\x01"
+
+
+def _varint_sum(blob: bytes) -> int:
+    """The sum of the SQLite varints in ``blob`` (FTS5's docsize record: tokens per column)."""
+    total = 0
+    value = 0
+    size = 0
+    for byte in blob:
+        size += 1
+        if size == 9:  # the ninth byte of a varint carries eight bits
+            total += (value << 8) | byte
+            value = size = 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            total += (value << 7) | byte
+            value = size = 0
+    return total
 
 
 class SqliteLexical:
@@ -128,6 +150,38 @@ class SqliteLexical:
             (match, *params, *compiled.params, limit),
         ).fetchall()
         return [ScoredId(int(r[0]), -float(r[1])) for r in rows]
+
+    def term_frequencies(
+        self, terms: Sequence[str], scope: Scope, *, kinds: Sequence[ItemKind] = ()
+    ) -> dict[str, dict[int, int]]:
+        where, params = scope_kind_where(scope, kinds)
+        postings: dict[str, dict[int, int]] = {}
+        for term in dict.fromkeys(terms):
+            if not term.strip():
+                continue
+            # FTS5 drives (CROSS JOIN), each match probes item by primary key for its scope.
+            rows = self._conn.execute(
+                "SELECT item_fts.rowid, highlight(item_fts, 0, ?, ''), "
+                "highlight(item_fts, 1, ?, '') FROM item_fts "
+                "CROSS JOIN item ON item.item_id = item_fts.rowid "
+                f"WHERE item_fts MATCH ? AND {where}",
+                (_MARK, _MARK, quote_term(term), *params),
+            )
+            postings[term] = {
+                int(r[0]): max(str(r[1]).count(_MARK) + str(r[2]).count(_MARK), 1) for r in rows
+            }
+        return postings
+
+    def lengths(self, scope: Scope, *, kinds: Sequence[ItemKind] = ()) -> dict[int, int]:
+        where, params = scope_kind_where(scope, kinds)
+        return {
+            int(r[0]): _varint_sum(bytes(r[1]))
+            for r in self._conn.execute(
+                "SELECT item.item_id, d.sz FROM item "
+                f"JOIN item_fts_docsize AS d ON d.id = item.item_id WHERE {where}",
+                params,
+            )
+        }
 
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         # Counting walks a term's doclist without ranking or reading rows: well under a
