@@ -42,9 +42,9 @@ __all__ = [
 ]
 
 SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
-# The OR pass computes a bm25 for every row holding any of its words: with common words at
-# 100k directives that is most of the table (100+ ms). Words join it rarest first while the
-# rows they cover stay within this many (a few ms of ranking).
+# The OR pass scores every row of the scope holding any of its words: with common words at
+# 100k directives that is most of the scope. Words join it rarest first while the rows they
+# cover stay within this many.
 _OR_MAX_ROWS = 20_000
 # Postings (row, frequency) an index remembers for the query terms it has seen (cleared when
 # exceeded): about 100 MB of dictionaries at the limit.
