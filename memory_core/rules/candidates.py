@@ -22,7 +22,7 @@ import anyio.lowlevel
 import numpy as np
 
 from memory_core.errors import EmbeddingError
-from memory_core.retrieval.bm25 import bm25_search
+from memory_core.retrieval.bm25 import ScopeLexicon
 from memory_core.retrieval.fts import fts_terms
 from memory_core.rules.detection import STOPWORDS
 from memory_core.rules.dictionaries import tokenize
@@ -199,29 +199,27 @@ class Arms:
 def _lexical_arm(
     tx: Tx, terms: list[str], index: DirectiveIndex, scope: Scope, k: int
 ) -> list[int]:
-    # Runs in the reader's thread; the index's lexical caches are only ever touched there,
-    # so no lock. BM25 is computed here from the scope's own postings and lengths, not by the
+    # Runs in the reader's thread; the index's lexicon is only ever touched there, so no
+    # lock. BM25 is computed here from the scope's own postings and lengths, not by the
     # backend's ranking, whose statistics span every scope of the store: one project's
     # answer must not move when another project sharing the store adds rules.
-    if index.lexical_lengths is None:
-        index.lexical_lengths = tx.lexical.lengths(scope, kinds=(DIRECTIVE_KIND,))
-    postings = index.term_postings
-    unknown = [t for t in dict.fromkeys(terms) if t not in postings]
+    lexicon = index.lexicon
+    if lexicon is None:
+        lexicon = index.lexicon = ScopeLexicon(tx.lexical.lengths(scope, kinds=(DIRECTIVE_KIND,)))
+    unknown = [t for t in dict.fromkeys(terms) if t not in lexicon]
     if unknown:
         found = tx.lexical.term_frequencies(unknown, scope, kinds=(DIRECTIVE_KIND,))
-        if index.posting_entries > _POSTINGS_CACHE_MAX:
-            postings.clear()
-            index.posting_entries = 0
+        if lexicon.entries > _POSTINGS_CACHE_MAX:
+            lexicon.clear()
         for term in unknown:
-            postings[term] = found.get(term, {})
-            index.posting_entries += len(postings[term]) + 1
-    rows = {t: len(postings[t]) for t in terms}
+            lexicon.add(term, found.get(term, {}))
+    rows = {t: lexicon.rows(t) for t in terms}
     lexical: list[int] = []
     # AND first (precise and cheap), then OR to fill up (DESIGN §7).
     for query in lexical_queries(terms, rows, max_rows=_OR_MAX_ROWS):
         if len(lexical) >= k // 2:
             break
-        hits = bm25_search(query, postings, index.lexical_lengths, limit=k)
+        hits = lexicon.search(query, limit=k)
         seen = set(lexical)
         lexical += [hit.item_id for hit in hits if hit.item_id not in seen]
     return lexical[:k]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory_core.retrieval.bm25 import ScopeLexicon
 from memory_core.rules.detection import STOPWORDS
 from memory_core.rules.dictionaries import Dictionaries, tokenize
 from memory_core.rules.persistence import DirectiveRow, RuleRow
@@ -84,12 +85,9 @@ class DirectiveIndex:
     vector_ids: np.ndarray | None = None
     vectors: np.ndarray | None = None
     vector_row: dict[int, int] = field(default_factory=dict)
-    # The lexical arm's BM25 statistics, this scope's only (memory_core.retrieval.bm25): each
-    # directive's length in tokens (read at the first query), and the postings of each query
-    # term, learnt as queries come; posting_entries bounds them.
-    lexical_lengths: dict[int, int] | None = None
-    term_postings: dict[str, dict[int, int]] = field(default_factory=dict)
-    posting_entries: int = 0
+    # The lexical arm's BM25 statistics, this scope's only: its directives' lengths (read at
+    # the first query) and the postings of each query term, learnt as queries come.
+    lexicon: ScopeLexicon | None = None
     # Each directive's restatement key (rules_parser.noise), computed the first time a query
     # ranks it: a pure function of the statement, which this index version fixes.
     restatement_keys: dict[int, frozenset[str]] = field(default_factory=dict)
