@@ -417,6 +417,7 @@ async def evaluate_set(
             vectors = await _dense_vectors(memoir, pool)
             oracle_vectors = await _dense_vectors(memoir, oracle)
             results: dict[str, list[TaskResult]] = {m: [] for m in METHODS}
+            answers: dict[str, list[list[Any]]] = {}  # memoir:folder's, for --answers
             for task in tasks:
                 for scope, method in (("folder", "memoir:folder"), ("files", "memoir:files")):
                     try:
@@ -443,6 +444,8 @@ async def evaluate_set(
                     results[method].append(
                         _score(task, chosen, rendered, answer.diagnostics.tokens_used, polarity)
                     )
+                    if method == "memoir:folder":
+                        answers[task.id] = [[c.file, c.line_start, c.text] for c in chosen]
                 answer = await service.query_directives(
                     task.task, scope="oracle", token_budget=budget
                 )
@@ -496,6 +499,7 @@ async def evaluate_set(
                 "oracle_directives": len(oracle),
                 "tasks": len(tasks),
                 "results": results,
+                "answers": answers,
             }
         finally:
             await service.close()  # its queued run records go out before the store shuts
@@ -548,6 +552,9 @@ def main() -> None:
     parser.add_argument("--no-sample", action="store_true", help="skip the sample_rules row")
     parser.add_argument("--per-set", action="store_true", help="print every set's rows")
     parser.add_argument(
+        "--answers", type=Path, default=None, help="write memoir:folder's directives per task here"
+    )
+    parser.add_argument(
         "--show-polarity", action="store_true", help="print each polarity error (stderr)"
     )
     args = parser.parse_args()
@@ -562,6 +569,7 @@ def main() -> None:
     rows: list[tuple[str, str, dict[str, float]]] = []
     overall: dict[str, list[TaskResult]] = defaultdict(list)
     detail: list[dict[str, Any]] = []
+    answers: dict[str, Any] = {}
     for name in names:
         out = anyio.run(evaluate_set, name, by_set[name], args.budget, args.embedder)
         out["parse_coverage"] = coverage_line(name, [lab for t in by_set[name] for lab in t.labels])
@@ -576,8 +584,9 @@ def main() -> None:
             summary = summarise(out["results"][method])
             rows.append((name, method, summary))
             overall[method].extend(out["results"][method])
+        answers.update(out["answers"])
         detail.append(
-            {k: v for k, v in out.items() if k != "results"}
+            {k: v for k, v in out.items() if k not in ("results", "answers")}
             | {"summary": {m: summarise(out["results"][m]) for m in METHODS}}
         )
     total = [("ALL", m, summarise(overall[m])) for m in METHODS]
@@ -596,6 +605,8 @@ def main() -> None:
             f"{sample['tokens_mean']['memoir']}"
         )
     print(f"\n({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    if args.answers:
+        args.answers.write_text(json.dumps(answers, indent=1), encoding="utf-8")
     if args.json:
         args.json.write_text(
             json.dumps(

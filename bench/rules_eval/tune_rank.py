@@ -251,6 +251,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     methods: dict[str, dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
     curve: dict[str, list[Row]] = defaultdict(list)
+    answers: dict[str, list[list[Any]]] = {}  # memoir:shipped's, for --answers
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         memoir = await Memoir.open(
@@ -339,6 +340,11 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                             task.task, scope=set_name, token_budget=budget
                         )
                         methods[method][set_name].append(_score_answer(task, answer, root))
+                        if method == "memoir:shipped":
+                            answers[task.id] = [
+                                [_relative(d.source_path, root), d.line_start, d.text]
+                                for d in answer.directives
+                            ]
                 if args.curve:
                     # Precision against recall: the held-out weights, cut shorter.
                     for n in CURVE_ITEMS:
@@ -421,6 +427,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "fit_all": show(every),
         "embed_text": args.embed_text,
         "curve": {name: summary(rows) for name, rows in curve.items()},
+        "answers": answers,
     }
 
 
@@ -434,6 +441,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--curve", action="store_true", help="recall/precision of shorter cuts")
     parser.add_argument(
+        "--answers", type=Path, default=None, help="write memoir:shipped's directives per task here"
+    )
+    parser.add_argument(
         "--embed-text", choices=sorted(EMBED_TEXTS), default="shipped", help="what is embedded"
     )
     parser.add_argument(
@@ -445,6 +455,9 @@ def main() -> None:
     if args.split_identifiers:
         candidates_module.tokenize = split_identifiers  # type: ignore[assignment]
     out = anyio.run(_run, args)
+    answers = out.pop("answers")
+    if args.answers:
+        args.answers.write_text(json.dumps(answers, indent=1), encoding="utf-8")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
 

@@ -1,13 +1,15 @@
 """Candidate directives for a task: graph expansion, the lexical arm and the semantic arm.
 
 Graph expansion needs no text match (rules authoritative for a detected topic, rules whose
-When to Apply matches, wildcard directives on a detected topic). The lexical arm is FTS5: an
-AND over the task's terms that occur at all, then an OR over its rarest terms, sized by how
-many rows each term holds so that common words never make FTS5 rank most of the table. The
-semantic arm is one matrix product with the index's in-memory vectors (the store's vector
-search when they are not in memory). The lexical statements run in the reader's thread while this one
-embeds, multiplies and expands the graph.
-"""
+When to Apply matches, wildcard directives on a detected topic). The lexical arm is BM25 with
+the scope's own statistics (its directives' count and lengths, a term's rows among them), from
+postings the index reads once per term and graph version: an AND over the task's terms that
+occur in the scope, then an OR over its rarest terms, sized by how many rows each term holds.
+The backend's own ranking (FTS5's bm25()) counts every scope of the store, so one project's
+answer would move when another adds rules. The semantic arm is one matrix product with the
+index's in-memory vectors (the store's vector search when they are not in memory). The
+lexical statements run in the reader's thread while this one embeds, multiplies and expands
+the graph."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import anyio.lowlevel
 import numpy as np
 
 from memory_core.errors import EmbeddingError
+from memory_core.retrieval.bm25 import ScopeLexicon
 from memory_core.retrieval.fts import fts_terms
 from memory_core.rules.detection import STOPWORDS
 from memory_core.rules.dictionaries import tokenize
@@ -39,12 +42,13 @@ __all__ = [
 ]
 
 SEMANTIC_LOADING = "semantic ranking unavailable: embedding model loading"
-# The OR pass computes a bm25 for every row holding any of its words: with common words at
-# 100k directives that is most of the table (100+ ms). Words join it rarest first while the
-# rows they cover stay within this many (a few ms of ranking).
+# The OR pass scores every row of the scope holding any of its words: with common words at
+# 100k directives that is most of the scope. Words join it rarest first while the rows they
+# cover stay within this many.
 _OR_MAX_ROWS = 20_000
-# Distinct query terms whose row counts an index remembers (cleared when exceeded).
-_TERM_CACHE_MAX = 50_000
+# Postings (row, frequency) an index remembers for the query terms it has seen (cleared when
+# exceeded): about 100 MB of dictionaries at the limit.
+_POSTINGS_CACHE_MAX = 1_000_000
 
 
 def lexical_queries(
@@ -193,21 +197,29 @@ class Arms:
 
 
 def _lexical_arm(
-    tx: Tx, terms: list[str], term_rows: dict[str, int], scope: Scope, k: int
+    tx: Tx, terms: list[str], index: DirectiveIndex, scope: Scope, k: int
 ) -> list[int]:
-    # Runs in the reader's thread; term_rows is only ever touched there, so no lock.
-    unknown = [t for t in terms if t not in term_rows]
+    # Runs in the reader's thread; the index's lexicon is only ever touched there, so no
+    # lock. BM25 is computed here from the scope's own postings and lengths, not by the
+    # backend's ranking, whose statistics span every scope of the store: one project's
+    # answer must not move when another project sharing the store adds rules.
+    lexicon = index.lexicon
+    if lexicon is None:
+        lexicon = index.lexicon = ScopeLexicon(tx.lexical.lengths(scope, kinds=(DIRECTIVE_KIND,)))
+    unknown = [t for t in dict.fromkeys(terms) if t not in lexicon]
     if unknown:
-        counts = tx.lexical.term_rows(unknown)
-        if len(term_rows) > _TERM_CACHE_MAX:
-            term_rows.clear()
-        term_rows.update({t: counts.get(t, 0) for t in unknown})
+        found = tx.lexical.term_frequencies(unknown, scope, kinds=(DIRECTIVE_KIND,))
+        if lexicon.entries > _POSTINGS_CACHE_MAX:
+            lexicon.clear()
+        for term in unknown:
+            lexicon.add(term, found.get(term, {}))
+    rows = {t: lexicon.rows(t) for t in terms}
     lexical: list[int] = []
     # AND first (precise and cheap), then OR to fill up (DESIGN §7).
-    for query in lexical_queries(terms, term_rows, max_rows=_OR_MAX_ROWS):
+    for query in lexical_queries(terms, rows, max_rows=_OR_MAX_ROWS):
         if len(lexical) >= k // 2:
             break
-        hits = tx.lexical.search(query, scope, kinds=(DIRECTIVE_KIND,), limit=k)
+        hits = lexicon.search(query, limit=k)
         seen = set(lexical)
         lexical += [hit.item_id for hit in hits if hit.item_id not in seen]
     return lexical[:k]
@@ -259,9 +271,7 @@ async def search_arms(
     arms = Arms()
 
     async def lexical() -> None:
-        arms.lexical = await store.read(
-            lambda tx: _lexical_arm(tx, terms, index.term_rows, scope, k)
-        )
+        arms.lexical = await store.read(lambda tx: _lexical_arm(tx, terms, index, scope, k))
 
     in_memory = None
     async with anyio.create_task_group() as group:

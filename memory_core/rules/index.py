@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_core.retrieval.bm25 import ScopeLexicon
 from memory_core.rules.detection import STOPWORDS
 from memory_core.rules.dictionaries import Dictionaries, tokenize
 from memory_core.rules.persistence import DirectiveRow, RuleRow
@@ -85,8 +86,9 @@ class DirectiveIndex:
     vector_ids: np.ndarray | None = None
     vectors: np.ndarray | None = None
     vector_row: dict[int, int] = field(default_factory=dict)
-    # FTS rows holding each query term, learnt as queries come (the lexical arm's cost model).
-    term_rows: dict[str, int] = field(default_factory=dict)
+    # The lexical arm's BM25 statistics, this scope's only: its directives' lengths (read at
+    # the first query) and the postings of each query term, learnt as queries come.
+    lexicon: ScopeLexicon | None = None
     # Each directive's restatement key (rules_parser.noise), computed the first time a query
     # ranks it: a pure function of the statement, which this index version fixes.
     restatement_keys: dict[int, frozenset[str]] = field(default_factory=dict)

@@ -259,6 +259,21 @@ class LexicalIndex(Protocol):
         """How many lexical rows hold each term (the cost model for choosing OR terms)."""
         ...
 
+    def term_frequencies(
+        self, terms: Sequence[str], scope: Scope, *, kinds: Sequence[ItemKind] = ()
+    ) -> dict[str, dict[int, int]]:
+        """One scope's postings: per distinct non-blank term, each live row of ``scope`` (of
+        ``kinds``) holding it -> how often it occurs (a term of several words is a phrase;
+        backends without positions count the rows holding every word, at their rarest
+        word's frequency). With :meth:`lengths`, the input of per-scope BM25
+        (:func:`memory_core.retrieval.bm25.bm25_search`)."""
+        ...
+
+    def lengths(self, scope: Scope, *, kinds: Sequence[ItemKind] = ()) -> dict[int, int]:
+        """Each live row of ``scope`` (of ``kinds``) -> its length in tokens, as BM25 counts
+        it (text + tags)."""
+        ...
+
 
 class VectorIndex(Protocol):
     """Item embeddings of one dimension, keyed by item id (recorded with the embedder id)."""

@@ -146,6 +146,27 @@ async def test_term_rows_counts_rows_per_term(store: Store, scope: Scope) -> Non
     }
 
 
+async def test_term_frequencies_and_lengths_see_only_the_scope(store: Store, scope: Scope) -> None:
+    other = Scope.of("another-project")
+    ids = await store.write(
+        lambda tx: tx.items.add(
+            [
+                chunk(scope, "a", "retry the retries then retry", tags=("retry",)),
+                chunk(scope, "b", "backoff only"),
+                chunk(other, "c", "retry retry retry retry backoff backoff"),
+            ]
+        )
+    )
+    found = await store.read(
+        lambda tx: tx.lexical.term_frequencies(["retry", "backoff", "gamma", " "], scope)
+    )
+    # Stemmed as the index is: "retries" counts; the tag is part of the document.
+    assert found == {"retry": {ids[0]: 4}, "backoff": {ids[1]: 1}, "gamma": {}}
+    lengths = await store.read(lambda tx: tx.lexical.lengths(scope))
+    assert lengths == {ids[0]: 6, ids[1]: 2}
+    assert await store.read(lambda tx: tx.lexical.lengths(scope, kinds=("memory",))) == {}
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -94,6 +94,40 @@ class MyLexical:
         ).fetchall()
         return [ScoredId(int(r[0]), float(r[1])) for r in rows]
 
+    def term_frequencies(
+        self, terms: Sequence[str], scope: Scope, *, kinds: Sequence[ItemKind] = ()
+    ) -> dict[str, dict[int, int]]:
+        clause, params = scope_kind_where(scope.key, list(kinds))
+        postings: dict[str, dict[int, int]] = {}
+        for term in dict.fromkeys(terms):
+            if not term.strip():
+                continue
+            words = sorted(set(tokens(term)))
+            if not words:
+                postings[term] = {}
+                continue
+            # No positions: a term of several words is the rows holding every word, at the
+            # frequency of its rarest one.
+            rows = self._conn.execute(
+                "SELECT t.item_id, min(t.tf) FROM item_term AS t "
+                f"JOIN item ON item.item_id = t.item_id WHERE t.term IN %s AND {clause} "
+                "GROUP BY t.item_id HAVING count(*) = %s",
+                (tuple(words), *params, len(words)),
+            ).fetchall()
+            postings[term] = {int(r[0]): int(r[1]) for r in rows}
+        return postings
+
+    def lengths(self, scope: Scope, *, kinds: Sequence[ItemKind] = ()) -> dict[int, int]:
+        clause, params = scope_kind_where(scope.key, list(kinds))
+        return {
+            int(r[0]): int(r[1])
+            for r in self._conn.execute(
+                "SELECT item.item_id, l.length FROM item "
+                f"JOIN item_lexical AS l ON l.item_id = item.item_id WHERE {clause}",
+                params,
+            ).fetchall()
+        }
+
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
         for term in dict.fromkeys(terms):

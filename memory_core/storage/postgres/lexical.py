@@ -371,6 +371,46 @@ class PgLexical:
         ).fetchall()
         return [ScoredId(int(r[0]), float(r[1])) for r in rows]
 
+    def term_frequencies(
+        self, terms: Sequence[str], scope: Scope, *, kinds: Sequence[ItemKind] = ()
+    ) -> dict[str, dict[int, int]]:
+        clause, params = scope_kind_where(scope.key, list(kinds), table="p")
+        postings: dict[str, dict[int, int]] = {}
+        for term, lexemes in self._lexemes(terms):
+            if not lexemes:
+                postings[term] = {}
+                continue
+            # The scope's postings of every lexeme of the term: a row holds the term when it
+            # holds them all (and, for a phrase, its tsvector matches the phrase). A phrase
+            # occurs at most as often as its rarest lexeme: that is its frequency here.
+            phrase = ""
+            phrase_params: list[Any] = []
+            if len(lexemes) > 1:
+                phrase = (
+                    "AND EXISTS (SELECT 1 FROM item_lexical AS l WHERE l.item_id = p.item_id "
+                    f"AND l.tsv @@ phraseto_tsquery('{TS_CONFIG}', %s)) "
+                )
+                phrase_params = [term]
+            rows = self._conn.execute(
+                "SELECT p.item_id, min(p.tf) FROM lexical_posting AS p "
+                f"WHERE p.term = ANY(%s::text[]) AND {clause} {phrase}"
+                "GROUP BY p.item_id HAVING count(*) = %s",
+                (sorted(set(lexemes)), *params, *phrase_params, len(set(lexemes))),
+            ).fetchall()
+            postings[term] = {int(r[0]): int(r[1]) for r in rows}
+        return postings
+
+    def lengths(self, scope: Scope, *, kinds: Sequence[ItemKind] = ()) -> dict[int, int]:
+        clause, params = scope_kind_where(scope.key, list(kinds))
+        return {
+            int(r[0]): int(r[1])
+            for r in self._conn.execute(
+                "SELECT item.item_id, l.length FROM item "
+                f"JOIN item_lexical AS l ON l.item_id = item.item_id WHERE {clause}",
+                params,
+            )
+        }
+
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
         for term, lexemes, rows in self._analyse(terms)[0]:

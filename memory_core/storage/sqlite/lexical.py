@@ -12,6 +12,7 @@ again.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,32 @@ __all__ = ["SqliteLexical"]
 
 _OVERFETCH = 4
 _MAX_PAGE = 8192
+# FTS5's bm25() constants.
+_K1 = 1.2
+_B = 0.75
+
+
+def _varints(blob: bytes) -> list[int]:
+    """The SQLite varints in ``blob`` (FTS5's averages and docsize records)."""
+    values: list[int] = []
+    value = 0
+    size = 0
+    for byte in blob:
+        size += 1
+        if size == 9:  # the ninth byte of a varint carries eight bits
+            values.append((value << 8) | byte)
+            value = size = 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            values.append((value << 7) | byte)
+            value = size = 0
+    return values
+
+
+def _varint_sum(blob: bytes) -> int:
+    """A docsize record's tokens, summed over the columns."""
+    return sum(_varints(blob))
 
 
 class SqliteLexical:
@@ -128,6 +155,58 @@ class SqliteLexical:
             (match, *params, *compiled.params, limit),
         ).fetchall()
         return [ScoredId(int(r[0]), -float(r[1])) for r in rows]
+
+    def term_frequencies(
+        self, terms: Sequence[str], scope: Scope, *, kinds: Sequence[ItemKind] = ()
+    ) -> dict[str, dict[int, int]]:
+        # FTS5 exposes a row's term frequency only to auxiliary functions, which the stdlib
+        # driver cannot register. bm25() is one: for a one-phrase query it is
+        # idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * D / avgdl)) over the whole table, and
+        # the table's row count and token totals (its averages record), the phrase's row
+        # count and the row's length D (docsize) are all readable, so tf is solved for. That
+        # reads position lists only; highlight() would re-tokenise every matching row.
+        where, params = scope_kind_where(scope, kinds)
+        postings: dict[str, dict[int, int]] = {}
+        averages = self._conn.execute("SELECT block FROM item_fts_data WHERE id = 1").fetchone()
+        counts = _varints(bytes(averages[0])) if averages and averages[0] else []
+        table_rows = counts[0] if counts else 0
+        avgdl = sum(counts[1:]) / table_rows if table_rows else 1.0
+        for term in dict.fromkeys(terms):
+            if not term.strip():
+                continue
+            match = quote_term(term)
+            holding = int(
+                self._conn.execute(
+                    "SELECT count(*) FROM item_fts WHERE item_fts MATCH ?", (match,)
+                ).fetchone()[0]
+            )
+            weight = max(math.log((table_rows - holding + 0.5) / (holding + 0.5)), 1e-6)
+            # FTS5 drives (CROSS JOIN), each match probes item by primary key for its scope.
+            rows = self._conn.execute(
+                "SELECT item_fts.rowid, bm25(item_fts), d.sz FROM item_fts "
+                "CROSS JOIN item ON item.item_id = item_fts.rowid "
+                "JOIN item_fts_docsize AS d ON d.id = item_fts.rowid "
+                f"WHERE item_fts MATCH ? AND {where}",
+                (match, *params),
+            )
+            found: dict[int, int] = {}
+            for rowid, rank, size in rows:
+                score = -float(rank)
+                norm = _K1 * (1 - _B + _B * _varint_sum(bytes(size)) / avgdl)
+                found[int(rowid)] = max(round(score * norm / ((_K1 + 1) * weight - score)), 1)
+            postings[term] = found
+        return postings
+
+    def lengths(self, scope: Scope, *, kinds: Sequence[ItemKind] = ()) -> dict[int, int]:
+        where, params = scope_kind_where(scope, kinds)
+        return {
+            int(r[0]): _varint_sum(bytes(r[1]))
+            for r in self._conn.execute(
+                "SELECT item.item_id, d.sz FROM item "
+                f"JOIN item_fts_docsize AS d ON d.id = item.item_id WHERE {where}",
+                params,
+            )
+        }
 
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         # Counting walks a term's doclist without ranking or reading rows: well under a
