@@ -21,6 +21,7 @@ from memory_core.storage.mysql.items import idf, tokens
 from memory_core.storage.ports import LexicalQuery
 from memory_core.storage.server.dialect import MYSQL
 from memory_core.storage.server.filter_sql import compile_filter, scope_kind_where
+from memory_core.storage.server.items import lexical_lengths
 
 __all__ = ["MyLexical"]
 
@@ -118,15 +119,7 @@ class MyLexical:
         return postings
 
     def lengths(self, scope: Scope, *, kinds: Sequence[ItemKind] = ()) -> dict[int, int]:
-        clause, params = scope_kind_where(scope.key, list(kinds))
-        return {
-            int(r[0]): int(r[1])
-            for r in self._conn.execute(
-                "SELECT item.item_id, l.length FROM item "
-                f"JOIN item_lexical AS l ON l.item_id = item.item_id WHERE {clause}",
-                params,
-            ).fetchall()
-        }
+        return lexical_lengths(self._conn, *scope_kind_where(scope.key, list(kinds)))
 
     def term_rows(self, terms: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}

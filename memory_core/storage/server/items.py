@@ -27,7 +27,13 @@ from memory_core.storage.server.dialect import Dialect
 from memory_core.storage.server.filter_sql import compile_filter, order_column, scope_kind_where
 from memory_core.storage.sqlite.items import row_to_item, simhash_bands
 
-__all__ = ["ITEM_COLUMNS", "VECTOR_GENERATION_KEY", "ServerItems", "check_dimension"]
+__all__ = [
+    "ITEM_COLUMNS",
+    "VECTOR_GENERATION_KEY",
+    "ServerItems",
+    "check_dimension",
+    "lexical_lengths",
+]
 
 VECTOR_GENERATION_KEY = "vectors_generation"
 ITEM_COLUMNS = (
@@ -67,6 +73,17 @@ _ORDERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 _KEEP: Any = object()
+
+
+def lexical_lengths(conn: Any, clause: str, params: Sequence[Any]) -> dict[int, int]:
+    """Token length of each item matching ``clause`` (a scope/kind WHERE over ``item``), by id:
+    the BM25 lengths of PostgreSQL and MySQL, whose ``item_lexical`` rows both keep them."""
+    rows = conn.execute(
+        "SELECT item.item_id, l.length FROM item "
+        f"JOIN item_lexical AS l ON l.item_id = item.item_id WHERE {clause}",
+        params,
+    ).fetchall()
+    return {int(r[0]): int(r[1]) for r in rows}
 
 
 def check_meta_keys(meta_keys: Sequence[str] | None) -> None:
