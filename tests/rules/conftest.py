@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from rule_texts import AUTH_RULE, MIGRATION_RULE, VALIDATION_RULE, WILDCARD_RULE
+from rules_testkit import open_memoir, write_rules
 
-from memory_core.config import load_settings
-from memory_core.embed import create_embedder
 from memory_core.rules.service import RulesService
 from memory_core.service import Memoir
 
@@ -18,16 +16,6 @@ from memory_core.service import Memoir
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def write_rules(root: Path, docs: dict[str, str]) -> list[Path]:
-    paths = []
-    for name, text in docs.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        paths.append(path)
-    return paths
 
 
 @pytest.fixture
@@ -44,13 +32,6 @@ def project(tmp_path: Path) -> Path:
         },
     )
     return root
-
-
-async def open_memoir(root: Path, spec: str = "hash:384", **overrides: Any) -> Memoir:
-    settings = load_settings(overrides or None, cwd=root, environ={})
-    return await Memoir.open(
-        f"sqlite:///{root / 'memoir.db'}", settings=settings, embedder=create_embedder(spec)
-    )
 
 
 @pytest.fixture

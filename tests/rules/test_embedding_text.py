@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_rules
 from rule_texts import AUTH_RULE
+from rules_testkit import write_rules
 
 from memory_core.rules import graph
 from memory_core.rules.graph import INDEX_VERSION, build_plan, embed_text

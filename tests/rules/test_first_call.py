@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 import pytest
-from conftest import open_memoir
+from rules_testkit import open_memoir
 
 from memory_core.embed.hashing import HashingEncoder
 from memory_core.embed.local import LocalEmbedder

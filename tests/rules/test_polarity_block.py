@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import write_rules
 from polarity_corpus import FOREIGN_FILES, PROHIBITED, TEMPLATE_FILE
+from rules_testkit import write_rules
 
 from memory_core.rules.service import RulesService
 

@@ -128,7 +128,7 @@ def _snapshot(result: DirectiveQueryResult) -> dict[str, Any]:
 
 
 async def _answers(tmp_path: Path) -> dict[str, Any]:
-    from conftest import open_memoir
+    from rules_testkit import open_memoir
 
     corpus = tmp_path / "rules"
     corpus.mkdir()

@@ -30,7 +30,7 @@ def _recall(expected: list[list[str]], chosen: list[tuple[str, str]]) -> float:
 
 
 async def test_labelled_directives_are_found_within_the_default_budget(tmp_path: Path) -> None:
-    from conftest import open_memoir
+    from rules_testkit import open_memoir
 
     memoir: Memoir = await open_memoir(tmp_path, "local")
     try:

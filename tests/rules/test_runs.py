@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import open_memoir
+from rules_testkit import open_memoir
 
 from memory_core.config import load_settings
 from memory_core.embed import create_embedder

@@ -4,13 +4,13 @@ that share the task's words must not change one scope's answer."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import write_rules
+from rules_testkit import write_rules
+from store_testkit import fresh_pg_database, start_pgserver
 
 from memory_core.config import load_settings
 from memory_core.embed import create_embedder
@@ -19,9 +19,6 @@ from memory_core.rules.service import RulesService
 from memory_core.scope import Scope
 from memory_core.service import Memoir
 from memory_core.storage.ports import LexicalQuery
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))
-from store_testkit import fresh_pg_database, start_pgserver
 
 pytestmark = pytest.mark.anyio
 

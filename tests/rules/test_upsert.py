@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import write_rules
 from rule_texts import AUTH_RULE
+from rules_testkit import write_rules
 from structlog.testing import capture_logs
 
 from memory_core.errors import InvalidInputError, PathNotAllowedError
